@@ -1,0 +1,37 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* The ABI layer's private structures: an end and its rail. */
+#ifndef RIG_ABI_INTERNAL_H
+#define RIG_ABI_INTERNAL_H
+
+#include "rig/remote_abi.h"
+
+#include <stdatomic.h>
+
+/* One reference count for the pair (rail, local end): the spec says either
+ * keeps both alive.  It lives in the end when there is one, else in the
+ * rail. */
+struct rig_end {
+    rig_area outbound, inbound, counts;
+    void (*wake)(void *self, uint64_t c);
+    rig_ready_fn ready_fn;
+    void (*release)(void *self);
+    void *self;
+    atomic_long refs;
+    atomic_bool live;   /* in the table of live ends: ready wakes the rail */
+    atomic_int busy;    /* rig_end_ready calls inside wake right now */
+    bool tabled;        /* entered in the table (under the table lock) */
+    rig_rail *rail;     /* set once by rig_rail_make */
+    struct rig_end *next_live; /* chain of the table bucket */
+};
+
+struct rig_rail {
+    int64_t id;
+    rig_end *local;
+    atomic_long refs; /* used only when local is NULL */
+};
+
+/* The table of live ends (end.c). */
+bool rig_live_insert(rig_end *e, char **err);
+void rig_live_remove(rig_end *e);
+
+#endif

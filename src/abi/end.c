@@ -1,0 +1,405 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* Ends and rails: construction, shared reference counts, ready, waits, and
+ * the process-wide table of live ends that rig_ready_by_counts consults. */
+#include "abi_internal.h"
+#include "util_internal.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+
+#include "config.h"
+
+/* ---- the table of live ends ---------------------------------------------
+ * Keyed by the counts address.  A read lock is held across a ready_fn call,
+ * so removing an end (write lock) waits for calls already in it. */
+
+#define LIVE_BUCKETS 4096
+
+static pthread_rwlock_t live_lock = PTHREAD_RWLOCK_INITIALIZER;
+static rig_end *live_table[LIVE_BUCKETS];
+
+static size_t live_bucket(const void *counts)
+{
+    uintptr_t x = (uintptr_t)counts >> 7;
+    x ^= x >> 17;
+    return (size_t)(x * 0x9E3779B97F4A7C15ull >> 20) % LIVE_BUCKETS;
+}
+
+static rig_end *live_find_locked(const void *counts)
+{
+    for (rig_end *e = live_table[live_bucket(counts)]; e != NULL;
+         e = e->next_live) {
+        if (e->counts.base == counts) {
+            return e;
+        }
+    }
+    return NULL;
+}
+
+bool rig_live_insert(rig_end *e, char **err)
+{
+    pthread_rwlock_wrlock(&live_lock);
+    if (live_find_locked(e->counts.base) != NULL) {
+        pthread_rwlock_unlock(&live_lock);
+        return rig_err(err, "invalid: counts area %p belongs to a live end",
+                       (void *)e->counts.base);
+    }
+    size_t b = live_bucket(e->counts.base);
+    e->next_live = live_table[b];
+    live_table[b] = e;
+    e->tabled = true;
+    pthread_rwlock_unlock(&live_lock);
+    return true;
+}
+
+void rig_live_remove(rig_end *e)
+{
+    pthread_rwlock_wrlock(&live_lock);
+    if (e->tabled) {
+        rig_end **pp = &live_table[live_bucket(e->counts.base)];
+        while (*pp != NULL && *pp != e) {
+            pp = &(*pp)->next_live;
+        }
+        if (*pp == e) {
+            *pp = e->next_live;
+        }
+        e->tabled = false;
+        e->next_live = NULL;
+    }
+    pthread_rwlock_unlock(&live_lock);
+}
+
+/* ---- ends ---------------------------------------------------------------- */
+
+static bool area_ok(rig_area a)
+{
+    return a.base != NULL || a.len == 0;
+}
+
+bool rig_end_make(const rig_end_desc *d, rig_end **out, char **err)
+{
+    if (d == NULL) {
+        return rig_err(err, "invalid: desc is NULL");
+    }
+    if (out == NULL) {
+        return rig_err(err, "invalid: out is NULL");
+    }
+    if (d->wake == NULL) {
+        return rig_err(err, "invalid: desc->wake is NULL");
+    }
+    if (d->counts.base == NULL || d->counts.len < RIG_COUNTS_BYTES ||
+        ((uintptr_t)d->counts.base % 8) != 0) {
+        return rig_err(err,
+                       "invalid: desc->counts (%p, %zu bytes) must be "
+                       "8-byte aligned and at least %d bytes",
+                       (void *)d->counts.base, d->counts.len,
+                       RIG_COUNTS_BYTES);
+    }
+    if (!area_ok(d->outbound)) {
+        return rig_err(err, "invalid: desc->outbound has a NULL base and "
+                            "%zu bytes", d->outbound.len);
+    }
+    if (!area_ok(d->inbound)) {
+        return rig_err(err, "invalid: desc->inbound has a NULL base and "
+                            "%zu bytes", d->inbound.len);
+    }
+    rig_end *e = calloc(1, sizeof(*e));
+    if (e == NULL) {
+        return rig_err(err, "nomem: rig_end_make: calloc(%zu) failed",
+                       sizeof(*e));
+    }
+    e->outbound = d->outbound;
+    e->inbound = d->inbound;
+    e->counts = d->counts;
+    e->wake = d->wake;
+    e->ready_fn = d->ready_fn != NULL ? d->ready_fn : rig_ready_by_counts;
+    e->release = d->release;
+    e->self = d->self;
+    atomic_init(&e->refs, 1);
+    atomic_init(&e->busy, 0);
+    atomic_init(&e->live, true);
+    if (!rig_live_insert(e, err)) {
+        free(e);
+        return false;
+    }
+    *out = e;
+    return true;
+}
+
+rig_area rig_end_outbound(const rig_end *e)
+{
+    rig_area none = {NULL, 0};
+    return e != NULL ? e->outbound : none;
+}
+
+rig_area rig_end_inbound(const rig_end *e)
+{
+    rig_area none = {NULL, 0};
+    return e != NULL ? e->inbound : none;
+}
+
+rig_area rig_end_counts(const rig_end *e)
+{
+    rig_area none = {NULL, 0};
+    return e != NULL ? e->counts : none;
+}
+
+uint64_t rig_end_ready_count(const rig_end *e)
+{
+    return e != NULL ? rig_count_load(e->counts.base, RIG_READY_AT) : 0;
+}
+
+uint64_t rig_end_sent(const rig_end *e)
+{
+    return e != NULL ? rig_count_load(e->counts.base, RIG_SENT_AT) : 0;
+}
+
+uint64_t rig_end_arrived(const rig_end *e)
+{
+    return e != NULL ? rig_count_load(e->counts.base, RIG_ARRIVED_AT) : 0;
+}
+
+rig_ready_fn rig_end_ready_fn(const rig_end *e)
+{
+    return e != NULL ? e->ready_fn : NULL;
+}
+
+void *rig_end_provider(const rig_end *e)
+{
+    return e != NULL ? e->self : NULL;
+}
+
+static int ready_bad_logged;
+
+void rig_end_ready(rig_end *e, uint64_t c)
+{
+    if (RIG_UNLIKELY(e == NULL || c == 0 || c >= RIG_COUNT_FAILED)) {
+        rig_log_once(&ready_bad_logged, RIG_LOG_WARN,
+                     "rig_end_ready ignored an invalid call (end %p, count "
+                     "%llu): counts must be 1 <= c < INT64_MAX",
+                     (void *)e, (unsigned long long)c);
+        return;
+    }
+    if (rig_count_advance(e->counts.base, RIG_READY_AT, c) ==
+        RIG_COUNT_FAILED) {
+        return;
+    }
+    /* busy and live are both seq_cst, so rig_end_stop either sees this
+     * call in flight or this call sees the end stopped. */
+    atomic_fetch_add(&e->busy, 1);
+    if (atomic_load(&e->live)) {
+        e->wake(e->self, c);
+    }
+    atomic_fetch_sub_explicit(&e->busy, 1, memory_order_release);
+}
+
+void rig_ready_by_counts(void *counts, uint64_t c)
+{
+    if (RIG_UNLIKELY(counts == NULL || c == 0 || c >= RIG_COUNT_FAILED)) {
+        rig_log_once(&ready_bad_logged, RIG_LOG_WARN,
+                     "ready_fn ignored an invalid call (counts %p, count "
+                     "%llu)", counts, (unsigned long long)c);
+        return;
+    }
+    pthread_rwlock_rdlock(&live_lock);
+    rig_end *e = live_find_locked(counts);
+    if (e != NULL) {
+        rig_end_ready(e, c);
+    } else {
+        rig_count_advance(counts, RIG_READY_AT, c);
+    }
+    pthread_rwlock_unlock(&live_lock);
+}
+
+void rig_end_stop(rig_end *e)
+{
+    if (e == NULL) {
+        return;
+    }
+    atomic_store(&e->live, false);
+    rig_live_remove(e);
+    rig_backoff b = {0};
+    while (atomic_load_explicit(&e->busy, memory_order_acquire) != 0) {
+        rig_backoff_step(&b);
+    }
+}
+
+void rig_end_fail(rig_end *e)
+{
+    if (e == NULL) {
+        return;
+    }
+    rig_count_advance(e->counts.base, RIG_READY_AT, RIG_COUNT_FAILED);
+    rig_count_advance(e->counts.base, RIG_SENT_AT, RIG_COUNT_FAILED);
+    rig_count_advance(e->counts.base, RIG_ARRIVED_AT, RIG_COUNT_FAILED);
+}
+
+bool rig_end_failed(const rig_end *e)
+{
+    return e != NULL && (rig_end_ready_count(e) == RIG_COUNT_FAILED ||
+                         rig_end_sent(e) == RIG_COUNT_FAILED ||
+                         rig_end_arrived(e) == RIG_COUNT_FAILED);
+}
+
+static bool wait_count(const rig_end *e, size_t at, uint64_t c,
+                       uint32_t timeout_ms, bool *timed_out)
+{
+    if (timed_out != NULL) {
+        *timed_out = false;
+    }
+    if (e == NULL) {
+        return false;
+    }
+    rig_backoff b = {0};
+    uint64_t deadline = 0;
+    for (;;) {
+        uint64_t v = rig_count_load(e->counts.base, at);
+        if (v == RIG_COUNT_FAILED) {
+            return false;
+        }
+        if (v >= c) {
+            return true;
+        }
+        if (timeout_ms != UINT32_MAX && (b.spins & 63) == 0) {
+            uint64_t now = rig_now_ns();
+            if (deadline == 0) {
+                deadline = now + (uint64_t)timeout_ms * 1000000u;
+            } else if (now >= deadline) {
+                if (timed_out != NULL) {
+                    *timed_out = true;
+                }
+                return false;
+            }
+        }
+        rig_backoff_step(&b);
+    }
+}
+
+bool rig_end_wait_arrived(const rig_end *e, uint64_t c)
+{
+    return wait_count(e, RIG_ARRIVED_AT, c, UINT32_MAX, NULL);
+}
+
+bool rig_end_wait_sent(const rig_end *e, uint64_t c)
+{
+    return wait_count(e, RIG_SENT_AT, c, UINT32_MAX, NULL);
+}
+
+bool rig_end_wait_arrived_for(const rig_end *e, uint64_t c,
+                              uint32_t timeout_ms, bool *timed_out)
+{
+    return wait_count(e, RIG_ARRIVED_AT, c, timeout_ms, timed_out);
+}
+
+bool rig_end_wait_sent_for(const rig_end *e, uint64_t c, uint32_t timeout_ms,
+                           bool *timed_out)
+{
+    return wait_count(e, RIG_SENT_AT, c, timeout_ms, timed_out);
+}
+
+/* ---- shared references of a rail and its end ----------------------------- */
+
+static atomic_long *pair_refs(rig_rail *r, rig_end *e)
+{
+    if (e != NULL) {
+        return &e->refs;
+    }
+    return &r->refs;
+}
+
+static void pair_destroy(rig_rail *r, rig_end *e)
+{
+    if (e != NULL) {
+        rig_end_stop(e);
+        if (e->release != NULL) {
+            e->release(e->self);
+        }
+        free(e);
+    }
+    free(r);
+}
+
+static void pair_release(rig_rail *r, rig_end *e)
+{
+    atomic_long *refs = pair_refs(r, e);
+    long left = atomic_fetch_sub_explicit(refs, 1, memory_order_acq_rel) - 1;
+    if (left == 0) {
+        pair_destroy(r, e);
+    } else if (left < 0) {
+        rig_log(RIG_LOG_ERROR, "a rail or end was released more often than "
+                               "it was retained");
+    }
+}
+
+rig_end *rig_end_retain(rig_end *e)
+{
+    if (e != NULL) {
+        atomic_fetch_add_explicit(&e->refs, 1, memory_order_relaxed);
+    }
+    return e;
+}
+
+void rig_end_release(rig_end *e)
+{
+    if (e != NULL) {
+        pair_release(e->rail, e);
+    }
+}
+
+bool rig_rail_make(int64_t id, rig_end *local, rig_rail **out, char **err)
+{
+    if (out == NULL) {
+        return rig_err(err, "invalid: out is NULL");
+    }
+    if (id < 0) {
+        return rig_err(err, "invalid: rail id %lld < 0", (long long)id);
+    }
+    if (local != NULL && local->rail != NULL) {
+        return rig_err(err, "invalid: the end already belongs to rail %lld",
+                       (long long)local->rail->id);
+    }
+    rig_rail *r = calloc(1, sizeof(*r));
+    if (r == NULL) {
+        return rig_err(err, "nomem: rig_rail_make: calloc(%zu) failed",
+                       sizeof(*r));
+    }
+    r->id = id;
+    r->local = local;
+    atomic_init(&r->refs, 1);
+    if (local != NULL) {
+        local->rail = r;
+    }
+    *out = r;
+    return true;
+}
+
+int64_t rig_rail_id(const rig_rail *r)
+{
+    return r != NULL ? r->id : -1;
+}
+
+rig_end *rig_rail_local(const rig_rail *r)
+{
+    return r != NULL ? r->local : NULL;
+}
+
+rig_rail *rig_rail_retain(rig_rail *r)
+{
+    if (r != NULL) {
+        atomic_fetch_add_explicit(pair_refs(r, r->local), 1,
+                                  memory_order_relaxed);
+    }
+    return r;
+}
+
+void rig_rail_release(rig_rail *r)
+{
+    if (r != NULL) {
+        pair_release(r, r->local);
+    }
+}
+
+const char *rig_version(void)
+{
+    return PACKAGE_VERSION;
+}

@@ -1,0 +1,163 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* Errors, logging, settings and backoff shared by every layer. */
+#include "util_internal.h"
+
+#include <errno.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+bool rig_verr(char **err, const char *fmt, va_list ap)
+{
+    if (err == NULL) {
+        return false;
+    }
+    char *msg = NULL;
+    if (vasprintf(&msg, fmt, ap) < 0) {
+        msg = NULL;
+    }
+    *err = msg;
+    return false;
+}
+
+bool rig_err(char **err, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    rig_verr(err, fmt, ap);
+    va_end(ap);
+    return false;
+}
+
+bool rig_err_wrap(char **err, const char *fmt, ...)
+{
+    if (err == NULL || *err == NULL) {
+        return false;
+    }
+    char *ctx = NULL;
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vasprintf(&ctx, fmt, ap);
+    va_end(ap);
+    if (n < 0) {
+        return false;
+    }
+    char *old = *err;
+    const char *colon = strchr(old, ':');
+    char *msg = NULL;
+    if (colon != NULL && colon[1] == ' ' && colon - old < 16) {
+        n = asprintf(&msg, "%.*s %s: %s", (int)(colon - old + 1), old, ctx,
+                     colon + 2);
+    } else {
+        n = asprintf(&msg, "%s: %s", ctx, old);
+    }
+    free(ctx);
+    if (n >= 0) {
+        free(old);
+        *err = msg;
+    }
+    return false;
+}
+
+int rig_log_level(void)
+{
+    static atomic_int level = -1;
+    int l = atomic_load_explicit(&level, memory_order_relaxed);
+    if (l >= 0) {
+        return l;
+    }
+    const char *s = getenv("RIG_LOG");
+    l = RIG_LOG_WARN;
+    if (s != NULL) {
+        if (strcmp(s, "error") == 0) {
+            l = RIG_LOG_ERROR;
+        } else if (strcmp(s, "info") == 0) {
+            l = RIG_LOG_INFO;
+        } else if (strcmp(s, "debug") == 0) {
+            l = RIG_LOG_DEBUG;
+        }
+    }
+    atomic_store_explicit(&level, l, memory_order_relaxed);
+    return l;
+}
+
+static void rig_vlog(int level, const char *fmt, va_list ap)
+{
+    static const char *const names[] = {"error", "warn", "info", "debug"};
+    char line[512];
+    vsnprintf(line, sizeof(line), fmt, ap);
+    fprintf(stderr, "rig[%d] %s: %s\n", (int)getpid(), names[level], line);
+}
+
+void rig_log(int level, const char *fmt, ...)
+{
+    if (level > rig_log_level()) {
+        return;
+    }
+    va_list ap;
+    va_start(ap, fmt);
+    rig_vlog(level, fmt, ap);
+    va_end(ap);
+}
+
+void rig_log_once(int *flag, int level, const char *fmt, ...)
+{
+    if (__atomic_exchange_n(flag, 1, __ATOMIC_RELAXED) != 0 ||
+        level > rig_log_level()) {
+        return;
+    }
+    va_list ap;
+    va_start(ap, fmt);
+    rig_vlog(level, fmt, ap);
+    va_end(ap);
+}
+
+const char *rig_env_str(const char *name, const char *dflt)
+{
+    const char *v = getenv(name);
+    return v != NULL && v[0] != '\0' ? v : dflt;
+}
+
+bool rig_env_u64(const char *name, uint64_t dflt, uint64_t *out, char **err)
+{
+    const char *v = getenv(name);
+    if (v == NULL || v[0] == '\0') {
+        *out = dflt;
+        return true;
+    }
+    char *end = NULL;
+    errno = 0;
+    unsigned long long x = strtoull(v, &end, 0);
+    if (errno != 0 || end == v || *end != '\0' || v[0] == '-') {
+        return rig_err(err, "invalid: %s=%s is not an unsigned integer",
+                       name, v);
+    }
+    *out = (uint64_t)x;
+    return true;
+}
+
+uint64_t rig_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+void rig_backoff_step(rig_backoff *b)
+{
+    uint32_t s = b->spins++;
+    if (s < 4096) {
+        rig_cpu_relax();
+    } else if (s < 4096 + 2048) {
+        sched_yield();
+    } else {
+        uint32_t extra = s - (4096 + 2048);
+        long ns = extra >= 100 ? 100000 : 1000 * (long)(extra + 1);
+        struct timespec ts = {0, ns};
+        nanosleep(&ts, NULL);
+    }
+}

@@ -1,0 +1,64 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* Internal helpers shared by every layer: errors, logging, settings, backoff.
+ * Hidden symbols of librig; never part of the public ABI. */
+#ifndef RIG_UTIL_INTERNAL_H
+#define RIG_UTIL_INTERNAL_H
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#if defined(__GNUC__)
+#define RIG_PRINTF(f, a) __attribute__((format(printf, f, a)))
+#define RIG_LIKELY(x) __builtin_expect(!!(x), 1)
+#define RIG_UNLIKELY(x) __builtin_expect(!!(x), 0)
+#else
+#define RIG_PRINTF(f, a)
+#define RIG_LIKELY(x) (x)
+#define RIG_UNLIKELY(x) (x)
+#endif
+
+/* Sets *err (when err is not NULL) to a malloc'd printf-formatted message
+ * and returns false, so callers write `return rig_err(err, "invalid: ...")`.
+ * The format must start with a reason word. */
+bool rig_err(char **err, const char *fmt, ...) RIG_PRINTF(2, 3);
+bool rig_verr(char **err, const char *fmt, va_list ap);
+/* Prefixes an existing *err with printf-formatted context ("ctx: old"),
+ * keeping the reason word in front: "invalid: rail 3: send[0] ...". */
+bool rig_err_wrap(char **err, const char *fmt, ...) RIG_PRINTF(2, 3);
+
+/* Log levels of RIG_LOG (error, warn, info, debug; default warn). */
+enum { RIG_LOG_ERROR = 0, RIG_LOG_WARN = 1, RIG_LOG_INFO = 2, RIG_LOG_DEBUG = 3 };
+int rig_log_level(void);
+void rig_log(int level, const char *fmt, ...) RIG_PRINTF(2, 3);
+/* Logs at most once per flag (an atomic int of the call site). */
+void rig_log_once(int *flag, int level, const char *fmt, ...)
+    RIG_PRINTF(3, 4);
+
+/* Settings: RIG_<NAME> from the environment, else the default. */
+const char *rig_env_str(const char *name, const char *dflt);
+/* Parses an unsigned integer setting; false with "invalid: RIG_NAME=..."
+ * when set but malformed. */
+bool rig_env_u64(const char *name, uint64_t dflt, uint64_t *out, char **err);
+
+/* Monotonic clock in nanoseconds. */
+uint64_t rig_now_ns(void);
+
+/* A wait's backoff: spin, then yield the core, then sleep in growing steps
+ * (at most 100 us) -- never a busy loop forever on an oversubscribed node. */
+typedef struct {
+    uint32_t spins;
+} rig_backoff;
+void rig_backoff_step(rig_backoff *b);
+
+static inline void rig_cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield" ::: "memory");
+#endif
+}
+
+#endif

@@ -1,0 +1,9 @@
+# SPDX-License-Identifier: BSD-3-Clause
+# CUnit unit tests of the ABI layer (no MPI, no GPU).
+check_PROGRAMS += tests/test_abi
+tests_test_abi_SOURCES = tests/test_abi.c tests/test_util.h
+tests_test_abi_CPPFLAGS = $(RIG_ABI_CPPFLAGS) $(CUNIT_CFLAGS)
+tests_test_abi_CFLAGS = $(RIG_CFLAGS)
+tests_test_abi_LDADD = src/librig.la $(CUNIT_LIBS)
+tests_test_abi_LDFLAGS = $(RIG_LDFLAGS)
+TESTS += tests/test_abi

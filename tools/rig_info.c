@@ -1,0 +1,154 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* rig_info: what this build of rig has, what this machine offers, and every
+ * RIG_* setting with its value and default. */
+#include "config.h"
+
+#include "rig/remote_abi.h"
+#include "rig/settings.h"
+
+#include <dlfcn.h>
+#include <hwloc.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+
+static void print_build(void)
+{
+    printf("rig %s\n\nbuild:\n", rig_version());
+#ifdef RIG_HAVE_RAILS
+    printf("  rails (MPI + UCX):  yes\n");
+    printf("  MPI:                %s\n", RIG_MPI_VERSION);
+    printf("  mpirun:             %s\n", RIG_MPIRUN);
+    printf("  UCX:                %s\n", RIG_UCX_VERSION);
+#else
+    printf("  rails (MPI + UCX):  no (built --without-mpi)\n");
+#endif
+    printf("  hwloc:              %s (API %u.%u.%u)\n",
+           RIG_HWLOC_VERSION, hwloc_get_api_version() >> 16,
+           (hwloc_get_api_version() >> 8) & 0xff,
+           hwloc_get_api_version() & 0xff);
+#ifdef RIG_JANSSON_VERSION
+    printf("  jansson:            %s\n", RIG_JANSSON_VERSION);
+#endif
+#ifdef RIG_XXHASH_VERSION
+    printf("  xxHash:             %s\n", RIG_XXHASH_VERSION);
+#endif
+#ifdef RIG_HAVE_CUDA
+    printf("  CUDA headers:       yes (%s; libcuda and nvJitLink are loaded "
+           "at run time)\n", RIG_CUDA_DIR);
+#else
+    printf("  CUDA headers:       no\n");
+#endif
+#ifdef RIG_HAVE_WABT
+    printf("  wasm2c:             %s (runtime %s)\n", RIG_WASM2C,
+           RIG_WASM_RT_DIR);
+#else
+    printf("  wasm2c:             no\n");
+#endif
+}
+
+static int print_machine(void)
+{
+    hwloc_topology_t topo;
+    if (hwloc_topology_init(&topo) != 0 || hwloc_topology_load(topo) != 0) {
+        fprintf(stderr, "system: hwloc_topology_load failed\n");
+        return 1;
+    }
+    int numa = hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_NUMANODE);
+    int cores = hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_CORE);
+    int pus = hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_PU);
+    hwloc_obj_t root = hwloc_get_root_obj(topo);
+    const char *host = hwloc_obj_get_info_by_name(root, "HostName");
+    const char *cpu = NULL;
+    hwloc_obj_t pkg = hwloc_get_obj_by_type(topo, HWLOC_OBJ_PACKAGE, 0);
+    if (pkg != NULL) {
+        cpu = hwloc_obj_get_info_by_name(pkg, "CPUModel");
+    }
+    printf("\nmachine:\n");
+    printf("  host:               %s\n", host != NULL ? host : "?");
+    printf("  CPU:                %s\n", cpu != NULL ? cpu : "?");
+    printf("  NUMA nodes:         %d\n", numa);
+    printf("  cores:              %d\n", cores);
+    printf("  PUs:                %d\n", pus);
+    for (int i = 0; i < numa; i++) {
+        hwloc_obj_t n = hwloc_get_obj_by_type(topo, HWLOC_OBJ_NUMANODE,
+                                              (unsigned)i);
+        char set[128];
+        hwloc_bitmap_list_snprintf(set, sizeof(set), n->cpuset);
+        printf("  NUMA node %u:        PUs %s, %llu MiB\n", n->os_index, set,
+               (unsigned long long)(n->attr->numanode.local_memory >> 20));
+    }
+    hwloc_topology_destroy(topo);
+    return 0;
+}
+
+/* GPUs through the driver, loaded at run time like the CUDA backend does. */
+static void print_gpus(void)
+{
+    printf("  GPUs:               ");
+    void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (lib == NULL) {
+        printf("none (no CUDA driver: libcuda.so.1 not found)\n");
+        return;
+    }
+    typedef int (*init_t)(unsigned);
+    typedef int (*count_t)(int *);
+    typedef int (*get_t)(int *, int);
+    typedef int (*name_t)(char *, int, int);
+    init_t cu_init = (init_t)dlsym(lib, "cuInit");
+    count_t cu_count = (count_t)dlsym(lib, "cuDeviceGetCount");
+    get_t cu_get = (get_t)dlsym(lib, "cuDeviceGet");
+    name_t cu_name = (name_t)dlsym(lib, "cuDeviceGetName");
+    int n = 0;
+    int rc = cu_init != NULL ? cu_init(0) : -1;
+    if (rc != 0 || cu_count == NULL || cu_count(&n) != 0) {
+        printf("none (CUDA driver present, cuInit returned %d)\n", rc);
+        dlclose(lib);
+        return;
+    }
+    printf("%d\n", n);
+    for (int i = 0; i < n; i++) {
+        int dev = 0;
+        char name[256] = "?";
+        if (cu_get != NULL && cu_get(&dev, i) == 0 && cu_name != NULL) {
+            cu_name(name, sizeof(name), dev);
+        }
+        printf("  GPU %d:              %s\n", i, name);
+    }
+    dlclose(lib);
+}
+
+static void print_settings(void)
+{
+    size_t n = 0;
+    const rig_setting *s = rig_settings(&n);
+    printf("\nsettings (environment, default):\n");
+    for (size_t i = 0; i < n; i++) {
+        const char *v = getenv(s[i].name);
+        printf("  %-24s %-16s (default %s) %s\n", s[i].name,
+               v != NULL ? v : "(unset)", s[i].dflt, s[i].what);
+    }
+}
+
+int main(int argc, char **argv)
+{
+    if (argc > 1 && (strcmp(argv[1], "-h") == 0 ||
+                     strcmp(argv[1], "--help") == 0)) {
+        printf("usage: rig_info\n  prints rig's version, what this build "
+               "has, what this machine has, and every RIG_* setting\n");
+        return 0;
+    }
+    if (argc > 1) {
+        fprintf(stderr, "invalid: unknown argument %s (try --help)\n",
+                argv[1]);
+        return 2;
+    }
+    print_build();
+    if (print_machine() != 0) {
+        return 1;
+    }
+    print_gpus();
+    print_settings();
+    return 0;
+}
