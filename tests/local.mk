@@ -7,3 +7,4 @@ tests_test_abi_CFLAGS = $(RIG_CFLAGS)
 tests_test_abi_LDADD = src/librig.la $(CUNIT_LIBS)
 tests_test_abi_LDFLAGS = $(RIG_LDFLAGS)
 TESTS += tests/test_abi
+UNIT_TESTS += tests/test_abi
