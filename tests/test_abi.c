@@ -91,8 +91,9 @@ static void test_check_receive(void)
 static void test_check_empty(void)
 {
     rig_transfer one = {3, 5, 7};
-    expect_invalid(NULL, 0, NULL, 0, "invalid: send and receive are both "
-                                     "empty");
+    expect_invalid(NULL, 0, NULL, 0,
+                   "invalid: send and receive are both "
+                   "empty");
     expect_invalid(&one, 0, &one, 0, "invalid: send and receive are both");
     expect_ok(&one, 1, NULL, 0);
     expect_ok(NULL, 0, &one, 1);
@@ -112,10 +113,10 @@ static void test_copy_bytes(void)
     rig_transfer t[3] = {{0, 10, 1}, {255, 0, 1}, {0, 256, 1}};
     T_EQ_U(rig_copy_bytes(t, 0, RIG_BY_SRC), 0);
     T_EQ_U(rig_copy_bytes(NULL, 0, RIG_BY_DST), 0);
-    T_EQ_U(rig_copy_bytes(t, 1, RIG_BY_SRC), 256);  /* 1 -> 256 */
-    T_EQ_U(rig_copy_bytes(t, 2, RIG_BY_SRC), 256);  /* 256 exactly */
-    T_EQ_U(rig_copy_bytes(t, 3, RIG_BY_DST), 512);  /* 257 -> 512 */
-    T_EQ_U(rig_copy_bytes(t, 1, RIG_BY_DST), 256);  /* 11 -> 256 */
+    T_EQ_U(rig_copy_bytes(t, 1, RIG_BY_SRC), 256); /* 1 -> 256 */
+    T_EQ_U(rig_copy_bytes(t, 2, RIG_BY_SRC), 256); /* 256 exactly */
+    T_EQ_U(rig_copy_bytes(t, 3, RIG_BY_DST), 512); /* 257 -> 512 */
+    T_EQ_U(rig_copy_bytes(t, 1, RIG_BY_DST), 256); /* 11 -> 256 */
     rig_transfer big = {1000000, 3, 1};
     T_EQ_U(rig_copy_bytes(&big, 1, RIG_BY_SRC), 1000192);
 }
@@ -174,11 +175,11 @@ static void test_count_arith(void)
                 rig_count_copy(c, n) != run % 2 ||
                 rig_count_of(run, j, n) != c) {
                 if (bad++ < 3) {
-                    T_FAILF("n %zu c %llu: run %llu/%llu transfer %zu/%zu",
-                            n, (unsigned long long)c,
+                    T_FAILF("n %zu c %llu: run %llu/%llu transfer %zu/%zu", n,
+                            (unsigned long long)c,
                             (unsigned long long)rig_count_run(c, n),
-                            (unsigned long long)run,
-                            rig_count_transfer(c, n), j);
+                            (unsigned long long)run, rig_count_transfer(c, n),
+                            j);
                 }
             }
             if (++j == n) {
@@ -192,9 +193,9 @@ static void test_count_arith(void)
         T_EQ_U(rig_count_run(top, n), (top - 1) / n);
         T_EQ_U(rig_count_transfer(top, n), (top - 1) % n);
         T_EQ_U(rig_count_copy(top, n), ((top - 1) / n) % 2);
-        T_EQ_U(rig_count_of(rig_count_run(top, n), rig_count_transfer(top, n),
-                            n),
-               top);
+        T_EQ_U(
+            rig_count_of(rig_count_run(top, n), rig_count_transfer(top, n), n),
+            top);
     }
     /* Invalid arguments. */
     T_EQ_U(rig_count_run(0, 3), UINT64_MAX);
@@ -348,14 +349,14 @@ static void test_lifetime_pair(void)
     rig_rail *r = NULL;
     char *err = NULL;
     T_OK(rig_rail_make(1, e, &r, &err), err);
-    rig_end_retain(e);     /* a program holds the end */
-    rig_rail_release(r);   /* the rail's value goes */
+    rig_end_retain(e);   /* a program holds the end */
+    rig_rail_release(r); /* the rail's value goes */
     T_EQ_U(atomic_load(&f.released), 0);
-    rig_rail_retain(r);    /* the end keeps the rail alive too */
+    rig_rail_retain(r); /* the end keeps the rail alive too */
     T_EQ_U(rig_rail_id(r), 1);
     rig_rail_release(r);
     T_EQ_U(atomic_load(&f.released), 0);
-    rig_end_release(e);    /* the last reference */
+    rig_end_release(e); /* the last reference */
     T_EQ_U(atomic_load(&f.released), 1);
     /* A rail without a local end counts on its own. */
     rig_rail *bare = NULL;
@@ -415,7 +416,8 @@ static void test_lifetime_threads(void)
     CU_PASS("release once from threads");
 }
 
-/* ---- waits ---------------------------------------------------------------- */
+/* ---- waits ----------------------------------------------------------------
+ */
 
 typedef struct {
     rig_end *e;
@@ -462,7 +464,8 @@ static void test_waits(void)
     rig_end_release(e);
 }
 
-/* ---- proxies -------------------------------------------------------------- */
+/* ---- proxies --------------------------------------------------------------
+ */
 
 static bool host_rail_ok(const rig_host *h, const rig_host *peer,
                          const rig_transfer *s, size_t ns,
@@ -495,9 +498,8 @@ static void test_proxies(void)
                       .u.host = {"node7", host_rail_ok, host_threads, NULL}};
     rig_proxy dev = {.kind = RIG_PROXY_DEVICE, .u.device = {3}};
     int other_key;
-    rig_capability facts[3] = {{&other_key, "x"},
-                               rig_remote_abi_declare(&dev),
-                               {NULL, NULL}};
+    rig_capability facts[3] = {
+        {&other_key, "x"}, rig_remote_abi_declare(&dev), {NULL, NULL}};
     T_TRUE(rig_remote_abi_find(facts, 3) == &dev);
     T_TRUE(rig_capability_find(facts, 3, &other_key) != NULL);
     T_TRUE(rig_remote_abi_find(facts, 1) == NULL); /* not a proxy */
@@ -577,8 +579,7 @@ static void test_loopback_random(void)
             continue;
         }
         rig_end *a = rig_rail_local(ra), *b = rig_rail_local(rb);
-        T_EQ_U(rig_end_outbound(a).len, 2 * rig_copy_bytes(s, ns,
-                                                           RIG_BY_SRC));
+        T_EQ_U(rig_end_outbound(a).len, 2 * rig_copy_bytes(s, ns, RIG_BY_SRC));
         T_EQ_U(rig_end_inbound(b).len, 2 * rig_copy_bytes(s, ns, RIG_BY_DST));
         for (uint64_t run = 0; run < 50; run++) {
             unsigned k = (unsigned)(run % 2);

@@ -12,7 +12,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-
 static void print_build(void)
 {
     printf("rig %s\n\nbuild:\n", rig_version());
@@ -24,9 +23,8 @@ static void print_build(void)
 #else
     printf("  rails (MPI + UCX):  no (built --without-mpi)\n");
 #endif
-    printf("  hwloc:              %s (API %u.%u.%u)\n",
-           RIG_HWLOC_VERSION, hwloc_get_api_version() >> 16,
-           (hwloc_get_api_version() >> 8) & 0xff,
+    printf("  hwloc:              %s (API %u.%u.%u)\n", RIG_HWLOC_VERSION,
+           hwloc_get_api_version() >> 16, (hwloc_get_api_version() >> 8) & 0xff,
            hwloc_get_api_version() & 0xff);
 #ifdef RIG_JANSSON_VERSION
     printf("  jansson:            %s\n", RIG_JANSSON_VERSION);
@@ -36,7 +34,8 @@ static void print_build(void)
 #endif
 #ifdef RIG_HAVE_CUDA
     printf("  CUDA headers:       yes (%s; libcuda and nvJitLink are loaded "
-           "at run time)\n", RIG_CUDA_DIR);
+           "at run time)\n",
+           RIG_CUDA_DIR);
 #else
     printf("  CUDA headers:       no\n");
 #endif
@@ -72,8 +71,8 @@ static int print_machine(void)
     printf("  cores:              %d\n", cores);
     printf("  PUs:                %d\n", pus);
     for (int i = 0; i < numa; i++) {
-        hwloc_obj_t n = hwloc_get_obj_by_type(topo, HWLOC_OBJ_NUMANODE,
-                                              (unsigned)i);
+        hwloc_obj_t n =
+            hwloc_get_obj_by_type(topo, HWLOC_OBJ_NUMANODE, (unsigned)i);
         char set[128];
         hwloc_bitmap_list_snprintf(set, sizeof(set), n->cpuset);
         printf("  NUMA node %u:        PUs %s, %llu MiB\n", n->os_index, set,
@@ -133,15 +132,14 @@ static void print_settings(void)
 
 int main(int argc, char **argv)
 {
-    if (argc > 1 && (strcmp(argv[1], "-h") == 0 ||
-                     strcmp(argv[1], "--help") == 0)) {
+    if (argc > 1 &&
+        (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0)) {
         printf("usage: rig_info\n  prints rig's version, what this build "
                "has, what this machine has, and every RIG_* setting\n");
         return 0;
     }
     if (argc > 1) {
-        fprintf(stderr, "invalid: unknown argument %s (try --help)\n",
-                argv[1]);
+        fprintf(stderr, "invalid: unknown argument %s (try --help)\n", argv[1]);
         return 2;
     }
     print_build();

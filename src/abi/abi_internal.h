@@ -17,10 +17,10 @@ struct rig_end {
     void (*release)(void *self);
     void *self;
     atomic_long refs;
-    atomic_bool live;   /* in the table of live ends: ready wakes the rail */
-    atomic_int busy;    /* rig_end_ready calls inside wake right now */
-    bool tabled;        /* entered in the table (under the table lock) */
-    rig_rail *rail;     /* set once by rig_rail_make */
+    atomic_bool live; /* in the table of live ends: ready wakes the rail */
+    atomic_int busy;  /* rig_end_ready calls inside wake right now */
+    bool tabled;      /* entered in the table (under the table lock) */
+    rig_rail *rail;   /* set once by rig_rail_make */
     struct rig_end *next_live; /* chain of the table bucket */
 };
 

@@ -62,9 +62,8 @@ uint64_t rig_count_advance(void *counts, size_t at, uint64_t c)
     _Atomic uint64_t *p = count_at(counts, at);
     uint64_t cur = atomic_load_explicit(p, memory_order_relaxed);
     while (cur < c && cur != RIG_COUNT_FAILED) {
-        if (atomic_compare_exchange_weak_explicit(p, &cur, c,
-                                                  memory_order_release,
-                                                  memory_order_relaxed)) {
+        if (atomic_compare_exchange_weak_explicit(
+                p, &cur, c, memory_order_release, memory_order_relaxed)) {
             break;
         }
     }

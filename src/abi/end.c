@@ -92,16 +92,19 @@ bool rig_end_make(const rig_end_desc *d, rig_end **out, char **err)
         return rig_err(err,
                        "invalid: desc->counts (%p, %zu bytes) must be "
                        "8-byte aligned and at least %d bytes",
-                       (void *)d->counts.base, d->counts.len,
-                       RIG_COUNTS_BYTES);
+                       (void *)d->counts.base, d->counts.len, RIG_COUNTS_BYTES);
     }
     if (!area_ok(d->outbound)) {
-        return rig_err(err, "invalid: desc->outbound has a NULL base and "
-                            "%zu bytes", d->outbound.len);
+        return rig_err(err,
+                       "invalid: desc->outbound has a NULL base and "
+                       "%zu bytes",
+                       d->outbound.len);
     }
     if (!area_ok(d->inbound)) {
-        return rig_err(err, "invalid: desc->inbound has a NULL base and "
-                            "%zu bytes", d->inbound.len);
+        return rig_err(err,
+                       "invalid: desc->inbound has a NULL base and "
+                       "%zu bytes",
+                       d->inbound.len);
     }
     rig_end *e = calloc(1, sizeof(*e));
     if (e == NULL) {
@@ -198,7 +201,8 @@ void rig_ready_by_counts(void *counts, uint64_t c)
     if (RIG_UNLIKELY(counts == NULL || c == 0 || c >= RIG_COUNT_FAILED)) {
         rig_log_once(&ready_bad_logged, RIG_LOG_WARN,
                      "ready_fn ignored an invalid call (counts %p, count "
-                     "%llu)", counts, (unsigned long long)c);
+                     "%llu)",
+                     counts, (unsigned long long)c);
         return;
     }
     pthread_rwlock_rdlock(&live_lock);
@@ -285,8 +289,8 @@ bool rig_end_wait_sent(const rig_end *e, uint64_t c)
     return wait_count(e, RIG_SENT_AT, c, UINT32_MAX, NULL);
 }
 
-bool rig_end_wait_arrived_for(const rig_end *e, uint64_t c,
-                              uint32_t timeout_ms, bool *timed_out)
+bool rig_end_wait_arrived_for(const rig_end *e, uint64_t c, uint32_t timeout_ms,
+                              bool *timed_out)
 {
     return wait_count(e, RIG_ARRIVED_AT, c, timeout_ms, timed_out);
 }

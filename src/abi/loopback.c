@@ -27,15 +27,15 @@ typedef struct lb_pair lb_pair;
 /* One direction's state: what `from` sends to `to`. */
 typedef struct {
     lb_pair *pair;
-    int side;              /* 0: end a, 1: end b */
-    rig_transfer *t;       /* transfers from this side's outbound */
+    int side;        /* 0: end a, 1: end b */
+    rig_transfer *t; /* transfers from this side's outbound */
     size_t n;
-    uint64_t carried;      /* the last count carried (under pair->lock) */
+    uint64_t carried; /* the last count carried (under pair->lock) */
 } lb_side;
 
 struct lb_pair {
     pthread_mutex_t lock;
-    atomic_int holds;      /* ends not yet released */
+    atomic_int holds; /* ends not yet released */
     uint8_t *mem[2];
     rig_end_layout layout[2];
     lb_side side[2];

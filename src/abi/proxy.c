@@ -9,8 +9,8 @@ const char rig_remote_abi_key[] = "rig.remote_abi";
 
 bool rig_host_rail(const rig_host *h, const rig_host *peer,
                    const rig_transfer *send, size_t nsend,
-                   const rig_transfer *receive, size_t nreceive,
-                   rig_rail **out, char **err)
+                   const rig_transfer *receive, size_t nreceive, rig_rail **out,
+                   char **err)
 {
     if (h == NULL) {
         return rig_err(err, "invalid: host is NULL");

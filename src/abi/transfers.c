@@ -113,8 +113,9 @@ bool rig_end_layout_make(const rig_transfer *send, size_t nsend,
     /* Each copy is at most 2^60 rounded up: twice that still fits 64 bits,
      * but refuse what this address space cannot hold. */
     if (out_copy > SIZE_MAX / 4 || in_copy > SIZE_MAX / 4) {
-        return rig_err(err, "invalid: landing areas of %zu and %zu bytes "
-                            "exceed the address space",
+        return rig_err(err,
+                       "invalid: landing areas of %zu and %zu bytes "
+                       "exceed the address space",
                        out_copy, in_copy);
     }
     rig_end_layout l;

@@ -133,8 +133,8 @@ bool rig_env_u64(const char *name, uint64_t dflt, uint64_t *out, char **err)
     errno = 0;
     unsigned long long x = strtoull(v, &end, 0);
     if (errno != 0 || end == v || *end != '\0' || v[0] == '-') {
-        return rig_err(err, "invalid: %s=%s is not an unsigned integer",
-                       name, v);
+        return rig_err(err, "invalid: %s=%s is not an unsigned integer", name,
+                       v);
     }
     *out = (uint64_t)x;
     return true;

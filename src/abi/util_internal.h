@@ -29,12 +29,16 @@ bool rig_verr(char **err, const char *fmt, va_list ap);
 bool rig_err_wrap(char **err, const char *fmt, ...) RIG_PRINTF(2, 3);
 
 /* Log levels of RIG_LOG (error, warn, info, debug; default warn). */
-enum { RIG_LOG_ERROR = 0, RIG_LOG_WARN = 1, RIG_LOG_INFO = 2, RIG_LOG_DEBUG = 3 };
+enum {
+    RIG_LOG_ERROR = 0,
+    RIG_LOG_WARN = 1,
+    RIG_LOG_INFO = 2,
+    RIG_LOG_DEBUG = 3
+};
 int rig_log_level(void);
 void rig_log(int level, const char *fmt, ...) RIG_PRINTF(2, 3);
 /* Logs at most once per flag (an atomic int of the call site). */
-void rig_log_once(int *flag, int level, const char *fmt, ...)
-    RIG_PRINTF(3, 4);
+void rig_log_once(int *flag, int level, const char *fmt, ...) RIG_PRINTF(3, 4);
 
 /* Settings: RIG_<NAME> from the environment, else the default. */
 const char *rig_env_str(const char *name, const char *dflt);

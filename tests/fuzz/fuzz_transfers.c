@@ -18,9 +18,8 @@ static void must(int cond)
 static int transfer_ok(const rig_transfer *t)
 {
     const int64_t lim = RIG_TRANSFER_LIMIT;
-    return t->length >= 1 && t->src >= 0 && t->dst >= 0 &&
-           t->length <= lim && t->src <= lim - t->length &&
-           t->dst <= lim - t->length;
+    return t->length >= 1 && t->src >= 0 && t->dst >= 0 && t->length <= lim &&
+           t->src <= lim - t->length && t->dst <= lim - t->length;
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
