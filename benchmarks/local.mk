@@ -1,2 +1,60 @@
 # SPDX-License-Identifier: BSD-3-Clause
-# benchmarks: filled in by its issue.
+# benchmarks: OSU-style benchmarks of rails against MPI and raw UCX.  Built
+# with the rails, never run by `make check`; benchmarks/run.sh runs them.
+if RIG_RAILS
+noinst_LTLIBRARIES += benchmarks/libbench.la
+benchmarks_libbench_la_SOURCES = benchmarks/bench.c benchmarks/bench.h \
+	benchmarks/patterns.c benchmarks/patterns.h \
+	benchmarks/mpi_methods.c benchmarks/ucx_methods.c \
+	benchmarks/rig_method.c benchmarks/rig_bench.h
+benchmarks_libbench_la_CPPFLAGS = $(RIG_ABI_CPPFLAGS) $(MPI_CFLAGS) \
+	$(UCX_CFLAGS)
+benchmarks_libbench_la_CFLAGS = $(RIG_CFLAGS)
+
+RIG_BENCH_CPPFLAGS = $(RIG_ABI_CPPFLAGS) $(MPI_CFLAGS) $(UCX_CFLAGS) \
+	$(HWLOC_CFLAGS)
+RIG_BENCH_LDADD = benchmarks/libbench.la src/librig.la $(MPI_LIBS) \
+	$(UCX_LIBS) $(HWLOC_LIBS)
+
+noinst_PROGRAMS += benchmarks/rig_osu_latency benchmarks/rig_osu_bw \
+	benchmarks/rig_osu_bibw benchmarks/rig_osu_mr benchmarks/rig_osu_multi \
+	benchmarks/rig_osu_ready
+
+benchmarks_rig_osu_latency_SOURCES = benchmarks/osu_latency.c
+benchmarks_rig_osu_latency_CPPFLAGS = $(RIG_BENCH_CPPFLAGS)
+benchmarks_rig_osu_latency_CFLAGS = $(RIG_CFLAGS)
+benchmarks_rig_osu_latency_LDADD = $(RIG_BENCH_LDADD)
+benchmarks_rig_osu_latency_LDFLAGS = $(RIG_LDFLAGS)
+
+benchmarks_rig_osu_bw_SOURCES = benchmarks/osu_bw.c
+benchmarks_rig_osu_bw_CPPFLAGS = $(RIG_BENCH_CPPFLAGS)
+benchmarks_rig_osu_bw_CFLAGS = $(RIG_CFLAGS)
+benchmarks_rig_osu_bw_LDADD = $(RIG_BENCH_LDADD)
+benchmarks_rig_osu_bw_LDFLAGS = $(RIG_LDFLAGS)
+
+benchmarks_rig_osu_bibw_SOURCES = benchmarks/osu_bibw.c
+benchmarks_rig_osu_bibw_CPPFLAGS = $(RIG_BENCH_CPPFLAGS)
+benchmarks_rig_osu_bibw_CFLAGS = $(RIG_CFLAGS)
+benchmarks_rig_osu_bibw_LDADD = $(RIG_BENCH_LDADD)
+benchmarks_rig_osu_bibw_LDFLAGS = $(RIG_LDFLAGS)
+
+benchmarks_rig_osu_mr_SOURCES = benchmarks/osu_mr.c
+benchmarks_rig_osu_mr_CPPFLAGS = $(RIG_BENCH_CPPFLAGS)
+benchmarks_rig_osu_mr_CFLAGS = $(RIG_CFLAGS)
+benchmarks_rig_osu_mr_LDADD = $(RIG_BENCH_LDADD)
+benchmarks_rig_osu_mr_LDFLAGS = $(RIG_LDFLAGS)
+
+benchmarks_rig_osu_multi_SOURCES = benchmarks/osu_multi.c
+benchmarks_rig_osu_multi_CPPFLAGS = $(RIG_BENCH_CPPFLAGS)
+benchmarks_rig_osu_multi_CFLAGS = $(RIG_CFLAGS)
+benchmarks_rig_osu_multi_LDADD = $(RIG_BENCH_LDADD)
+benchmarks_rig_osu_multi_LDFLAGS = $(RIG_LDFLAGS)
+
+benchmarks_rig_osu_ready_SOURCES = benchmarks/osu_ready.c
+benchmarks_rig_osu_ready_CPPFLAGS = $(RIG_BENCH_CPPFLAGS)
+benchmarks_rig_osu_ready_CFLAGS = $(RIG_CFLAGS)
+benchmarks_rig_osu_ready_LDADD = $(RIG_BENCH_LDADD)
+benchmarks_rig_osu_ready_LDFLAGS = $(RIG_LDFLAGS)
+endif
+dist_noinst_SCRIPTS += benchmarks/run.sh
+EXTRA_DIST += benchmarks/README.md

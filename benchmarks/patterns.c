@@ -1,0 +1,269 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* The OSU measurement patterns, written once over the method calls. */
+#include "patterns.h"
+
+#include <stdlib.h>
+
+/* Samples of one measurement (rank 0), kept across calls. */
+static double *g_samples;
+static int g_nsamples;
+
+static double *samples(int n)
+{
+    if (n > g_nsamples) {
+        free(g_samples);
+        g_samples = malloc((size_t)n * sizeof(double));
+        if (g_samples == NULL) {
+            bench_die("nomem: %d samples", n);
+        }
+        g_nsamples = n;
+    }
+    return g_samples;
+}
+
+/* One ping-pong iteration of runs of n messages; seq counts both ways. */
+static void pingpong(const bench_method *m, void *st, size_t n,
+                     uint64_t *seq)
+{
+    m->recv_post(st, n);
+    if (bench_rank == 0) {
+        for (size_t j = 0; j < n; j++) {
+            m->send(st, *seq + j + 1, j + 1 == n);
+        }
+        m->send_wait(st);
+        for (size_t j = 0; j < n; j++) {
+            m->recv_wait(st, *seq + j + 1);
+        }
+    } else {
+        for (size_t j = 0; j < n; j++) {
+            m->recv_wait(st, *seq + j + 1);
+        }
+        for (size_t j = 0; j < n; j++) {
+            m->send(st, *seq + j + 1, j + 1 == n);
+        }
+        m->send_wait(st);
+    }
+    *seq += n;
+}
+
+bench_result bench_latency(const bench_method *m, void *st, size_t size,
+                           size_t n, int iters, int skip, bool full)
+{
+    bench_result r = {0};
+    char *err = NULL;
+    if (!m->setup(st, size, size, n, &err)) {
+        bench_die("%s", err);
+    }
+    uint64_t seq = 0;
+    for (int i = 0; i < skip; i++) {
+        pingpong(m, st, n, &seq);
+    }
+    double *s = full ? samples(iters) : NULL;
+    MPI_Barrier(MPI_COMM_WORLD);
+    double t0 = bench_now();
+    for (int i = 0; i < iters; i++) {
+        double a = full ? bench_now() : 0;
+        pingpong(m, st, n, &seq);
+        if (full) {
+            s[i] = (bench_now() - a) * 1e6 / 2;
+        }
+    }
+    double t = bench_now() - t0;
+    m->recv_check(st);
+    m->teardown(st);
+    bench_summarize(&r, s, full ? iters : 0, t * 1e6 / (2.0 * iters));
+    return r;
+}
+
+/* One window: rank 0 sends w messages (runs of n), rank 1 acknowledges;
+ * both: both send w and receive w. */
+static void window(const bench_method *m, void *st, int w, bool both,
+                   uint64_t *seq, uint64_t *ack)
+{
+    if (both) {
+        m->recv_post(st, (size_t)w);
+        for (int j = 0; j < w; j++) {
+            m->send(st, *seq + (uint64_t)j + 1, true);
+        }
+        m->send_wait(st);
+        for (int j = 0; j < w; j++) {
+            m->recv_wait(st, *seq + (uint64_t)j + 1);
+        }
+    } else if (bench_rank == 0) {
+        m->recv_post(st, 1);
+        for (int j = 0; j < w; j++) {
+            m->send(st, *seq + (uint64_t)j + 1, true);
+        }
+        m->send_wait(st);
+        m->recv_wait(st, *ack + 1);
+    } else {
+        m->recv_post(st, (size_t)w);
+        for (int j = 0; j < w; j++) {
+            m->recv_wait(st, *seq + (uint64_t)j + 1);
+        }
+        m->send(st, *ack + 1, true);
+        m->send_wait(st);
+    }
+    *seq += (uint64_t)w;
+    *ack += 1;
+}
+
+bench_result bench_stream(const bench_method *m, void *st, size_t size,
+                          size_t n, int w, int iters, int skip, bool both,
+                          bool full)
+{
+    bench_result r = {0};
+    char *err = NULL;
+    /* The acknowledgement travels back in a message of 8 bytes or less. */
+    size_t back = both ? size : (size < 8 ? size : 8);
+    size_t out = bench_rank == 0 ? size : back;
+    size_t in = bench_rank == 0 ? back : size;
+    if (!m->setup(st, out, in, n, &err)) {
+        bench_die("%s", err);
+    }
+    uint64_t seq = 0, ack = 0;
+    for (int i = 0; i < skip; i++) {
+        window(m, st, w, both, &seq, &ack);
+    }
+    double *s = full ? samples(iters) : NULL;
+    MPI_Barrier(MPI_COMM_WORLD);
+    double t0 = bench_now();
+    for (int i = 0; i < iters; i++) {
+        double a = full ? bench_now() : 0;
+        window(m, st, w, both, &seq, &ack);
+        if (full) {
+            s[i] = bench_now() - a;
+        }
+    }
+    double t = bench_now() - t0;
+    m->recv_check(st);
+    m->teardown(st);
+    /* Per-iteration samples become rates (the slowest is the min). */
+    double per = (double)w * (both ? 2.0 : 1.0);
+    if (full) {
+        for (int i = 0; i < iters; i++) {
+            s[i] = per / s[i];
+        }
+    }
+    bench_summarize(&r, s, full ? iters : 0, per * iters / t);
+    return r;
+}
+
+bench_result bench_median_of(bench_result *rounds, int n)
+{
+    /* Insertion sort by avg: n is small. */
+    for (int i = 1; i < n; i++) {
+        bench_result x = rounds[i];
+        int j = i - 1;
+        while (j >= 0 && rounds[j].avg > x.avg) {
+            rounds[j + 1] = rounds[j];
+            j--;
+        }
+        rounds[j + 1] = x;
+    }
+    return rounds[n / 2];
+}
+
+/* Measures every method at one key, rounds times interleaved. */
+static void sweep_one(const bench_opts *o, size_t size, bench_result *res,
+                      bench_result (*measure)(const bench_method *m,
+                                              void *st, size_t size,
+                                              const void *arg),
+                      const void *arg)
+{
+    bench_result rounds[BENCH_MAX_METHODS][16];
+    int nr = o->rounds < 16 ? o->rounds : 16;
+    for (int r = 0; r < nr; r++) {
+        for (int i = 0; i < o->nmethods; i++) {
+            const bench_method *m = o->methods[i];
+            if (m->max_size != 0 && size > m->max_size) {
+                rounds[i][r].valid = false;
+                continue;
+            }
+            rounds[i][r] = measure(m, o->state[i], size, arg);
+        }
+    }
+    for (int i = 0; i < o->nmethods; i++) {
+        res[i] = rounds[i][0].valid ? bench_median_of(rounds[i], nr)
+                                    : rounds[i][0];
+    }
+}
+
+typedef struct {
+    const bench_opts *o;
+    bool both;
+    bool rate;
+} stream_arg;
+
+static bench_result measure_latency(const bench_method *m, void *st,
+                                    size_t size, const void *arg)
+{
+    const bench_opts *o = arg;
+    return bench_latency(m, st, size, 1, bench_iters(o, size, 10000, 1000),
+                         bench_skip(o, size, 1000, 10), o->full);
+}
+
+static bench_result measure_stream(const bench_method *m, void *st,
+                                   size_t size, const void *arg)
+{
+    const stream_arg *a = arg;
+    const bench_opts *o = a->o;
+    /* mr: a run is the window (a rail of w transfers); bw: runs of one. */
+    size_t n = a->rate ? (size_t)o->window : 1;
+    bench_result r = bench_stream(m, st, size, n, o->window,
+                                  bench_iters(o, size, 100, 20),
+                                  bench_skip(o, size, 10, 2), a->both,
+                                  o->full);
+    if (!a->rate) {
+        /* Messages per second into MB/s (OSU's MB: 10^6 bytes). */
+        double k = (double)size / 1e6;
+        r.avg *= k;
+        r.min *= k;
+        r.max *= k;
+        r.p50 *= k;
+        r.p99 *= k;
+    }
+    return r;
+}
+
+int bench_main_latency(int argc, char **argv)
+{
+    bench_opts o;
+    bench_pingpong = true;
+    bench_init(&argc, &argv, &o, 1, (size_t)4 << 20, true);
+    bench_print_header(&o, "Latency", BENCH_LATENCY, "# Size");
+    for (size_t size = o.min_size; size <= o.max_size; size *= 2) {
+        bench_result res[BENCH_MAX_METHODS];
+        sweep_one(&o, size, res, measure_latency, &o);
+        bench_print_row(&o, BENCH_LATENCY, size, res);
+        if (size == 0) {
+            break;
+        }
+    }
+    bench_fini(&o);
+    return 0;
+}
+
+int bench_main_stream(int argc, char **argv, bool both, bool rate)
+{
+    bench_opts o;
+    /* mr gives every transfer of a run its own bytes: 64 x 1 MiB x 2. */
+    bench_init(&argc, &argv, &o, 1, rate ? (size_t)1 << 20 : (size_t)4 << 20,
+               false);
+    stream_arg a = {.o = &o, .both = both, .rate = rate};
+    const char *title = rate ? "Multiple Bandwidth / Message Rate"
+                             : both ? "Bi-Directional Bandwidth"
+                                    : "Bandwidth";
+    bench_unit unit = rate ? BENCH_RATE : BENCH_BANDWIDTH;
+    bench_print_header(&o, title, unit, "# Size");
+    for (size_t size = o.min_size; size <= o.max_size; size *= 2) {
+        bench_result res[BENCH_MAX_METHODS];
+        sweep_one(&o, size, res, measure_stream, &a);
+        bench_print_row(&o, unit, size, res);
+        if (size == 0) {
+            break;
+        }
+    }
+    bench_fini(&o);
+    return 0;
+}

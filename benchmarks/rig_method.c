@@ -1,0 +1,195 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* The rig method: messages carried by one bidirectional rail. */
+#include "bench.h"
+#include "rig_bench.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    rig_job *job;
+    rig_rail *rail;
+    rig_end *end;
+    size_t out, in, n;
+    uint8_t *obase, *ibase;  /* copy 0 of the outbound and inbound areas */
+    size_t ocopy, icopy;     /* bytes of one copy */
+    uint64_t readied, got;
+} rig_link;
+
+static rig_job *g_job;
+
+rig_job *bench_rig_job(void)
+{
+    return g_job;
+}
+
+void bench_rig_lists(size_t size, size_t n, rig_transfer *t)
+{
+    for (size_t j = 0; j < n; j++) {
+        t[j].src = (int64_t)(j * size);
+        t[j].dst = (int64_t)(j * size);
+        t[j].length = (int64_t)size;
+    }
+}
+
+rig_rail *bench_rig_rail(size_t out, size_t in, size_t n)
+{
+    rig_transfer *s = calloc(n, sizeof(*s));
+    rig_transfer *r = calloc(n, sizeof(*r));
+    if (s == NULL || r == NULL) {
+        bench_die("nomem: %zu transfers", n);
+    }
+    bench_rig_lists(out, n, s);
+    bench_rig_lists(in, n, r);
+    rig_rail *rail = NULL;
+    char *err = NULL;
+    if (!rig_job_rail(g_job, bench_peer(), s, n, r, n, &rail, &err)) {
+        bench_die("%s (rig_job_rail of %zu x %zu bytes)", err, n, out);
+    }
+    free(s);
+    free(r);
+    return rail;
+}
+
+static bool rig_open(void **state, char **err)
+{
+    rig_link *l = calloc(1, sizeof(*l));
+    if (l == NULL) {
+        bench_die("nomem: rig state");
+    }
+    if (!rig_job_open(MPI_COMM_WORLD, NULL, &l->job, err)) {
+        free(l);
+        return false;
+    }
+    g_job = l->job;
+    *state = l;
+    return true;
+}
+
+static void rig_close(void *state)
+{
+    rig_link *l = state;
+    rig_job_close(l->job);
+    g_job = NULL;
+    free(l);
+}
+
+static bool rig_setup(void *state, size_t out, size_t in, size_t n,
+                      char **err)
+{
+    (void)err;
+    rig_link *l = state;
+    l->out = out;
+    l->in = in;
+    l->n = n;
+    l->rail = bench_rig_rail(out, in, n);
+    l->end = rig_rail_local(l->rail);
+    if (l->end == NULL) {
+        bench_die("failed: rig rail %lld has no local end",
+                  (long long)rig_rail_id(l->rail));
+    }
+    rig_area o = rig_end_outbound(l->end), i = rig_end_inbound(l->end);
+    l->obase = o.base;
+    l->ocopy = o.len / 2;
+    l->ibase = i.base;
+    l->icopy = i.len / 2;
+    for (size_t k = 0; k < 2; k++) {
+        for (size_t j = 0; j < n; j++) {
+            bench_pattern(l->obase + k * l->ocopy + j * out, out);
+        }
+    }
+    l->readied = l->got = 0;
+    MPI_Barrier(MPI_COMM_WORLD);
+    return true;
+}
+
+static void rig_teardown(void *state)
+{
+    rig_link *l = state;
+    if (l->readied > 0 && !rig_end_wait_sent(l->end, l->readied)) {
+        bench_die("failed: rig rail ended while sending");
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    rig_rail_release(l->rail);
+    l->rail = NULL;
+    l->end = NULL;
+}
+
+static void rig_recv_post(void *state, size_t count)
+{
+    (void)state;
+    (void)count;
+}
+
+static void rig_send(void *state, uint64_t seq, bool signal)
+{
+    rig_link *l = state;
+    size_t j = (size_t)((seq - 1) % l->n);
+    unsigned k = (unsigned)(((seq - 1) / l->n) % 2);
+    /* The same bytes were last sent two runs ago. */
+    if (seq > 2 * l->n && !rig_end_wait_sent(l->end, seq - 2 * l->n)) {
+        bench_die("failed: rig rail failed while sending %llu",
+                  (unsigned long long)seq);
+    }
+    bench_stamp(l->obase + k * l->ocopy + j * l->out, l->out, seq);
+    if (signal) {
+        rig_end_ready(l->end, seq);
+        l->readied = seq;
+    }
+}
+
+static void rig_send_wait(void *state)
+{
+    rig_link *l = state;
+    if (l->readied > 0 && !rig_end_wait_sent(l->end, l->readied)) {
+        bench_die("failed: rig rail failed while sending");
+    }
+}
+
+static const uint8_t *rig_msg(const rig_link *l, uint64_t seq)
+{
+    size_t j = (size_t)((seq - 1) % l->n);
+    unsigned k = (unsigned)(((seq - 1) / l->n) % 2);
+    return l->ibase + k * l->icopy + j * l->in;
+}
+
+static uint64_t rig_arrived_of(const void *ctx)
+{
+    return rig_end_arrived(((const rig_link *)ctx)->end);
+}
+
+static void rig_recv_wait(void *state, uint64_t seq)
+{
+    rig_link *l = state;
+    if (!rig_end_wait_arrived(l->end, seq)) {
+        bench_die("failed: rig rail failed while waiting for %llu",
+                  (unsigned long long)seq);
+    }
+    l->got = seq;
+    bench_check_live("rig", rig_msg(l, seq), l->in, seq, rig_arrived_of, l,
+                     2 * l->n);
+}
+
+static void rig_recv_check(void *state)
+{
+    rig_link *l = state;
+    if (l->got > 0) {
+        bench_check_all("rig", rig_msg(l, l->got), l->in, l->got,
+                        rig_end_arrived(l->end) + 2 * l->n);
+    }
+}
+
+const bench_method bench_rig = {
+    .name = "rig",
+    .about = "a rig rail: rig_end_ready + rig_end_wait_arrived",
+    .baseline = false,
+    .open = rig_open,
+    .close = rig_close,
+    .setup = rig_setup,
+    .teardown = rig_teardown,
+    .recv_post = rig_recv_post,
+    .send = rig_send,
+    .send_wait = rig_send_wait,
+    .recv_wait = rig_recv_wait,
+    .recv_check = rig_recv_check,
+};

@@ -1,0 +1,282 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
+# benchmarks/run.sh: the main job: rig's OSU-style suite on 2 ranks of this
+# machine, every method side by side in one run; writes
+# benchmarks/results/<date>-<host>.md (tables, targets, machine, commands)
+# and PNG plots, and prints the tables.
+#
+# Usage: bash benchmarks/run.sh [BUILD_DIR]   (default _build/quickstart)
+# Settings: RESULTS_DIR (default benchmarks/results), MPIRUN (default
+# mpirun), QUICK=1 (fewer iterations: a smoke run, not for the record).
+set -euo pipefail
+
+top=$(cd "$(dirname "$0")/.." && pwd)
+build=$(cd "${1:-$top/_build/quickstart}" && pwd)
+bin=$build/benchmarks
+for b in latency bw bibw mr multi ready; do
+    if [ ! -x "$bin/rig_osu_$b" ]; then
+        echo "run.sh: missing: $bin/rig_osu_$b (build with MPI first)" >&2
+        exit 1
+    fi
+done
+
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+# Open MPI's osc ucx crashes on dynamic windows with UCX 1.13; one rank per
+# core, as OSU is run.
+mpi=("${MPIRUN:-mpirun}" --oversubscribe --allow-run-as-root -np 2
+    --bind-to core --mca osc ^ucx)
+
+quick=()
+if [ "${QUICK:-0}" = 1 ]; then
+    quick=(-i 200 -x 20)
+fi
+
+stamp=$(date +%Y-%m-%d)
+host=$(hostname -s)
+results=${RESULTS_DIR:-$top/benchmarks/results}
+mkdir -p "$results"
+name=$stamp-$host
+md=$results/$name.md
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+commands=()
+# Runs one benchmark, printing its table and keeping it in $tmp/<b>.txt.
+run() {
+    local b=$1
+    shift
+    local cmd=("${mpi[@]}" "$bin/rig_osu_$b" "$@")
+    commands+=("${cmd[*]}")
+    echo "+ ${cmd[*]}" >&2
+    "${cmd[@]}" 2> >(grep -v 'UCX  WARN' >&2) | tee "$tmp/$b.txt"
+}
+
+load_before=$(cut -d' ' -f1-3 /proc/loadavg)
+t0=$(date +%s)
+run latency -b all "${quick[@]}"
+run bw -b all "${quick[@]}"
+run bibw -b all "${quick[@]}"
+run mr -b all "${quick[@]}"
+run multi -b rig,mpi "${quick[@]}"
+run ready
+t1=$(date +%s)
+load_after=$(cut -d' ' -f1-3 /proc/loadavg)
+
+# Syscalls on the inline ready path: strace rank 0 with no ready calls and
+# with 2.56 million; the totals must not grow with the calls.
+syscalls() {
+    local n=$1
+    "${mpi[@]}" bash -c 'if [ "$OMPI_COMM_WORLD_RANK" = 0 ]; then
+            exec strace -f -c -o "$0" "$1" -i "$2"; else exec "$1" -i "$2"; fi' \
+        "$tmp/strace.$n" "$bin/rig_osu_ready" "$n" >/dev/null 2>&1 || true
+    awk '$NF == "total" { print $(NF-2) }' "$tmp/strace.$n" 2>/dev/null
+}
+sys0=$(syscalls 0 || true)
+sys1=$(syscalls 20000 || true)
+strace_cmd="${mpi[*]} bash -c 'strace -f -c (rank 0) $bin/rig_osu_ready -i N'"
+
+# ---- parse the tables ---------------------------------------------------
+
+# value FILE TABLE KEY COLUMN: the value in the row KEY (first field) under
+# COLUMN in the TABLE-th table (headers start with "# Size", "# Run"...).
+value() {
+    awk -v t="$2" -v key="$3" -v col="$4" '
+        /^# (Size|Run|Rails) / { n++; ci = 0
+            for (i = 3; i <= NF; i++) if ($i == col) ci = i - 1
+            next }
+        n == t && ci > 0 && $1 == key { print $ci; exit }' "$1"
+}
+# best FILE KEY COL...: the smallest (latency) or largest value among COLs.
+best() {
+    local f=$1 key=$2 mode=$3
+    shift 3
+    local v out=""
+    for c in "$@"; do
+        v=$(value "$f" 1 "$key" "$c")
+        [ -z "$v" ] || [ "$v" = - ] && continue
+        if [ -z "$out" ] ||
+            awk -v a="$v" -v b="$out" -v m="$mode" \
+                'BEGIN { exit !((m == "min") ? a < b : a > b) }'; then
+            out=$v
+        fi
+    done
+    echo "$out"
+}
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "-" }'; }
+holds() { awk -v v="$1" -v op="$2" -v lim="$3" 'BEGIN {
+    ok = (op == "<=") ? v <= lim : (op == ">=") ? v >= lim : v < lim
+    print ok ? "holds" : "**does not hold**" }'; }
+
+lat=$tmp/latency.txt
+rig8=$(value "$lat" 1 8 rig)
+floor8=$(value "$lat" 1 8 floor)
+mpi8=$(value "$lat" 1 8 mpi)
+r_floor=$(ratio "$rig8" "$floor8")
+r_mpi=$(ratio "$rig8" "$mpi8")
+
+bw_rows=""
+bw_worst_ucx=""
+bw_worst_mpi=""
+for s in 65536 131072 262144 524288 1048576 2097152 4194304; do
+    r=$(value "$tmp/bw.txt" 1 $s rig)
+    u=$(value "$tmp/bw.txt" 1 $s ucx)
+    m=$(best "$tmp/bw.txt" $s max mpi persistent put)
+    ru=$(ratio "$r" "$u")
+    rm_=$(ratio "$r" "$m")
+    bw_rows+="| $s | $r | $u | $m | $ru | $rm_ |"$'\n'
+    bw_worst_ucx=$(printf '%s\n%s\n' "$bw_worst_ucx" "$ru" | grep -v '^$' | sort -g | head -n1)
+    bw_worst_mpi=$(printf '%s\n%s\n' "$bw_worst_mpi" "$rm_" | grep -v '^$' | sort -g | head -n1)
+done
+
+multi=$tmp/multi.txt
+m64=$(value "$multi" 1 64 rig)
+m64one=$(value "$multi" 1 64 rig.single)
+r_multi=$(ratio "$m64" "$m64one")
+rails1=$(value "$multi" 2 1 newest)
+rails1024=$(value "$multi" 2 1024 newest)
+rr1024=$(value "$multi" 2 1024 round_robin)
+r_rails=$(ratio "$rails1024" "$rails1")
+
+ready_ns=$(awk '$1 == "rig_end_ready" { print $2 }' "$tmp/ready.txt")
+readyfn_ns=$(awk '$1 == "ready_fn" { print $2 }' "$tmp/ready.txt")
+if [ -n "$sys0" ] && [ -n "$sys1" ]; then
+    sys_extra=$((sys1 - sys0))
+    sys_word=$(holds "$sys_extra" "<" 1000)
+else
+    sys_extra="?"
+    sys_word="not measured (strace failed)"
+fi
+
+# ---- plots --------------------------------------------------------------
+
+# table FILE T: the T-th table as whitespace columns, header without '#'.
+table() {
+    awk -v t="$2" '
+        /^# (Size|Run|Rails) / { n++
+            if (n == t) {
+                h = $2
+                for (i = 3; i <= NF && $i !~ /^\(/; i++) h = h " " $i
+                print h
+            }
+            next }
+        /^#/ || NF == 0 { next }
+        n == t { print }' "$1"
+}
+plot() {
+    local data=$1 png=$2 title=$3 xlabel=$4 ylabel=$5 xfmt=${6:-%.0s%cB}
+    local term=pngcairo ncol
+    if ! gnuplot -e 'set terminal pngcairo' 2>/dev/null; then
+        term=png
+    fi
+    ncol=$(head -n1 "$data" | awk '{ print NF }')
+    gnuplot <<EOF
+set terminal $term size 900,600 noenhanced
+set output "$png"
+set title "$title"
+set xlabel "$xlabel"
+set ylabel "$ylabel"
+set logscale xy
+set format x "$xfmt"
+set key left top
+set grid
+set datafile missing "-"
+plot for [i=2:$ncol] "$data" using 1:i with linespoints title columnhead(i)
+EOF
+}
+for b in latency bw bibw mr; do
+    table "$tmp/$b.txt" 1 >"$tmp/$b.dat"
+done
+# Without their ratio columns.
+table "$multi" 1 | awk '{ NF--; print }' >"$tmp/multi.dat"
+table "$multi" 2 | awk '{ NF--; print }' >"$tmp/rails.dat"
+plot "$tmp/latency.dat" "$results/$name-latency.png" \
+    "Latency, 2 ranks on $host (lower is better)" "message size" \
+    "half round trip (us)"
+plot "$tmp/bw.dat" "$results/$name-bw.png" \
+    "Bandwidth, 2 ranks on $host (higher is better)" "message size" \
+    "MB/s"
+plot "$tmp/bibw.dat" "$results/$name-bibw.png" \
+    "Bi-directional bandwidth, 2 ranks on $host" "message size" "MB/s"
+plot "$tmp/mr.dat" "$results/$name-mr.png" \
+    "Message rate, windows of 64, 2 ranks on $host" "message size" \
+    "messages/s"
+plot "$tmp/multi.dat" "$results/$name-multi.png" \
+    "Runs of n 8-byte transfers vs one transfer of n*8 bytes" \
+    "transfers per run (n)" "half round trip (us)" "%g"
+plot "$tmp/rails.dat" "$results/$name-rails.png" \
+    "8-byte latency with k rails open" "rails open (k)" \
+    "half round trip (us)" "%g"
+
+# ---- the results file ----------------------------------------------------
+
+{
+    echo "# rig benchmarks: $stamp on $host"
+    echo
+    echo "All methods measured side by side in one run, interleaved at every"
+    echo "size (each size: rig, then every baseline), 2 ranks on one node,"
+    echo "one per core. Load average before: $load_before; after:"
+    echo "$load_after. The suite took $((t1 - t0)) s."
+    echo
+    echo "Command: \`bash benchmarks/run.sh $build\` (or"
+    echo "\`bash tools/quickstart.sh bench\`), which ran:"
+    echo
+    echo '```'
+    printf '%s\n' "${commands[@]}"
+    echo "$strace_cmd   # N = 0 and 20000"
+    echo '```'
+    echo
+    echo "## Targets (ISSUE 9)"
+    echo
+    echo "| target | measured | verdict |"
+    echo "|---|---|---|"
+    echo "| 8 B rail latency <= 1.2 x floor | rig $rig8 us, floor $floor8 us: $r_floor | $(holds "$r_floor" "<=" 1.2) |"
+    echo "| 8 B rail latency <= 0.85 x MPI_Send/MPI_Recv | rig $rig8 us, mpi $mpi8 us: $r_mpi | $(holds "$r_mpi" "<=" 0.85) |"
+    echo "| bandwidth 64 KiB..4 MiB >= 0.9 x raw UCX | worst ratio $bw_worst_ucx | $(holds "$bw_worst_ucx" ">=" 0.9) |"
+    echo "| bandwidth 64 KiB..4 MiB >= 1.2 x MPI's best | worst ratio $bw_worst_mpi | $(holds "$bw_worst_mpi" ">=" 1.2) |"
+    echo "| 64 transfers per run <= 3 x one transfer of the same size | $m64 us vs $m64one us: $r_multi | $(holds "$r_multi" "<=" 3) |"
+    echo "| 1,024 rails open <= 1.2 x one | $rails1024 us vs $rails1 us: $r_rails (round-robin over all 1,024: $rr1024 us) | $(holds "$r_rails" "<=" 1.2) |"
+    echo "| inline ready < 100 ns median | rig_end_ready $ready_ns ns, ready_fn $readyfn_ns ns | $(holds "$ready_ns" "<" 100) |"
+    echo "| no syscall on the inline ready path | rank 0 made $sys_extra more syscalls with 2,560,000 ready calls than with none (strace -f -c: $sys0 vs $sys1) | $sys_word |"
+    echo
+    echo "Bandwidth ratios (MB/s; MPI's best of mpi, persistent and put):"
+    echo
+    echo "| size | rig | ucx | MPI best | rig/ucx | rig/MPI |"
+    echo "|---|---|---|---|---|---|"
+    printf '%s' "$bw_rows"
+    echo
+    echo "## Plots"
+    echo
+    for p in latency bw bibw mr multi rails; do
+        echo "![$p]($name-$p.png)"
+    done
+    echo
+    echo "## Tables (OSU Micro-Benchmarks 7 format)"
+    for b in latency bw bibw mr multi ready; do
+        echo
+        echo "### rig_osu_$b"
+        echo
+        echo '```'
+        grep -v '^$' "$tmp/$b.txt"
+        echo '```'
+    done
+    echo
+    echo "## Machine"
+    echo
+    echo '```'
+    lscpu | grep -E '^(Architecture|Model name|CPU\(s\)|Thread|Core|Socket|NUMA node\(s\)|L1d|L2|L3|Hypervisor)' || true
+    echo "memory: $(awk '/MemTotal/ { printf "%.1f GiB", $2 / 1048576 }' /proc/meminfo)"
+    echo "kernel: $(uname -r)"
+    echo "MPI: $("${MPIRUN:-mpirun}" --version 2>/dev/null | head -n1)"
+    echo "UCX: $(ucx_info -v 2>/dev/null | head -n1 | sed 's/^# //')"
+    echo '```'
+    echo
+    echo "rig_info:"
+    echo
+    echo '```'
+    "$build/tools/rig_info" 2>&1 || true
+    echo '```'
+} >"$md"
+
+echo
+echo "run.sh: wrote $md and its plots ($results/$name-*.png)"
+sed -n '/^## Targets/,/^## Plots/p' "$md" | sed '$d'
