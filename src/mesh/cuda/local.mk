@@ -1,2 +1,96 @@
 # SPDX-License-Identifier: BSD-3-Clause
-# src/mesh/cuda: the CUDA backend, filled in by its issue.
+# src/mesh/cuda: the CUDA backend (Driver API and nvJitLink, both dlopen'd),
+# its tests and example programs.  Built wherever CUDA's headers are; the
+# GPU tests skip (exit 77) on machines without a GPU.
+nobase_include_HEADERS += include/mesh/cuda.h
+noinst_HEADERS += src/mesh/cuda/cuda_internal.h
+
+# The example programs: CUDA C, with their PTX committed so that machines
+# without nvcc run them too.  The build assembles a catalog of them in the
+# build tree (what the GPU tests load): PTX from nvcc -ptx where nvcc
+# exists (compute_75, the oldest arch CUDA 13 targets), else the committed
+# PTX.  `make cuda-ptx` refreshes the committed PTX with nvcc.
+CUDA_EXAMPLES = counter pattern
+CUDA_EXAMPLE_FILES = examples/cuda/mesh_node.cuh \
+	examples/cuda/counter/manifest.json examples/cuda/counter/counter.cu \
+	examples/cuda/counter/counter.ptx \
+	examples/cuda/pattern/manifest.json examples/cuda/pattern/pattern.cu \
+	examples/cuda/pattern/pattern.ptx
+EXTRA_DIST += $(CUDA_EXAMPLE_FILES) \
+	tests/cuda/data/greedy/manifest.json tests/cuda/data/greedy/greedy.cu \
+	tests/cuda/data/greedy/greedy.ptx \
+	tests/cuda/data/broken/manifest.json tests/cuda/data/broken/broken.ptx \
+	mpi_tests/gpu/device-check.sh
+CUDA_CATALOG = examples/cuda/catalog
+CLEANFILES += $(CUDA_CATALOG)/.stamp $(CUDA_CATALOG)/*/manifest.json \
+	$(CUDA_CATALOG)/*/*.ptx
+# nvcc: on PATH, else in the toolkit configure found (RIG_CUDA_DIR).
+CUDA_FIND_NVCC = nvcc=`command -v nvcc 2>/dev/null || true`; \
+	if test -z "$$nvcc"; then \
+	  d=`sed -n 's/^\#define RIG_CUDA_DIR "\(.*\)"$$/\1/p' \
+	    $(top_builddir)/config.h 2>/dev/null`; \
+	  if test -n "$$d" && test -x "$$d/bin/nvcc"; then nvcc="$$d/bin/nvcc"; \
+	  fi; \
+	fi
+$(CUDA_CATALOG)/.stamp: $(CUDA_EXAMPLE_FILES)
+	@set -e; $(CUDA_FIND_NVCC); \
+	for p in $(CUDA_EXAMPLES); do \
+	  s=$(top_srcdir)/examples/cuda/$$p; d=$(CUDA_CATALOG)/$$p; \
+	  $(MKDIR_P) $$d; cp $$s/manifest.json $$d/manifest.json; \
+	  if test -n "$$nvcc"; then \
+	    echo "  NVCC     $$d/$$p.ptx"; \
+	    $$nvcc -ptx -arch=compute_75 -o $$d/$$p.ptx $$s/$$p.cu; \
+	  else \
+	    echo "  CP       $$d/$$p.ptx (no nvcc: the committed PTX)"; \
+	    cp $$s/$$p.ptx $$d/$$p.ptx; \
+	  fi; \
+	done; \
+	touch $@
+cuda-ptx:
+	@set -e; $(CUDA_FIND_NVCC); \
+	if test -z "$$nvcc"; then echo "cuda-ptx: no nvcc found"; exit 1; fi; \
+	for p in $(CUDA_EXAMPLES); do \
+	  d=$(abs_top_srcdir)/examples/cuda/$$p; echo "  NVCC     $$d/$$p.ptx"; \
+	  $$nvcc -ptx -arch=compute_75 -o $$d/$$p.ptx $$d/$$p.cu; \
+	done; \
+	d=$(abs_top_srcdir)/tests/cuda/data/greedy; echo "  NVCC     $$d/greedy.ptx"; \
+	$$nvcc -ptx -arch=compute_75 -o $$d/greedy.ptx $$d/greedy.cu
+.PHONY: cuda-ptx
+
+# The backend builds on the executors layer (libmesh): same conditions.
+if RIG_HAVE_CUDA
+if RIG_HAVE_JANSSON
+if RIG_HAVE_XXHASH
+if RIG_HAVE_HWLOC
+noinst_LTLIBRARIES += src/mesh/cuda/libmeshcuda.la
+src_mesh_cuda_libmeshcuda_la_SOURCES = src/mesh/cuda/cuda_lib.c \
+	src/mesh/cuda/cuda_compile.c src/mesh/cuda/cuda_backend.c
+src_mesh_cuda_libmeshcuda_la_CPPFLAGS = $(RIG_ABI_CPPFLAGS) $(CUDA_CFLAGS) \
+	$(HWLOC_CFLAGS) $(JANSSON_CFLAGS) $(XXHASH_CFLAGS) -I$(top_srcdir)/src
+src_mesh_cuda_libmeshcuda_la_CFLAGS = $(RIG_CFLAGS)
+src_mesh_cuda_libmeshcuda_la_LIBADD = -ldl
+EXTRA_src_mesh_cuda_libmeshcuda_la_DEPENDENCIES = $(CUDA_CATALOG)/.stamp
+
+# Unit tests: no GPU needed (the GPU ones skip with their reason).
+CUDA_TEST_CPPFLAGS = $(RIG_ABI_CPPFLAGS) $(CUDA_CFLAGS) $(CUNIT_CFLAGS) \
+	-I$(top_srcdir)/src -I$(top_srcdir)/tests \
+	-DCUDA_EXAMPLES_DIR='"$(abs_top_srcdir)/examples/cuda"' \
+	-DCUDA_CATALOG_DIR='"$(abs_top_builddir)/$(CUDA_CATALOG)"' \
+	-DCUDA_TEST_DATA='"$(abs_top_srcdir)/tests/cuda/data"'
+# Linked statically (librig hides the internal helpers the backend uses):
+# the backend's strong mesh_cuda_* replace the table's weak stubs.
+CUDA_TEST_LDADD = src/mesh/cuda/libmeshcuda.la src/mesh/libmesh.la \
+	src/abi/libabi.la $(JANSSON_LIBS) $(XXHASH_LIBS) $(HWLOC_LIBS) \
+	$(CUNIT_LIBS) -ldl
+check_PROGRAMS += tests/cuda/test_cuda_compile
+tests_cuda_test_cuda_compile_SOURCES = tests/cuda/test_cuda_compile.c
+tests_cuda_test_cuda_compile_CPPFLAGS = $(CUDA_TEST_CPPFLAGS)
+tests_cuda_test_cuda_compile_CFLAGS = $(RIG_CFLAGS)
+tests_cuda_test_cuda_compile_LDADD = $(CUDA_TEST_LDADD)
+tests_cuda_test_cuda_compile_LDFLAGS = $(RIG_LDFLAGS)
+TESTS += tests/cuda/test_cuda_compile
+UNIT_TESTS += tests/cuda/test_cuda_compile
+endif
+endif
+endif
+endif

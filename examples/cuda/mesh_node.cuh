@@ -1,0 +1,143 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* mesh_node.cuh: what a CUDA program's resident kernel uses in its nodes.
+ *
+ * The CUDA backend launches a program's kernel (the manifest's "entry") with
+ * one block per node and the manifest's "threads" per block, and three
+ * parameters, in this order:
+ *
+ *   unsigned char *mailbox   the mailbox (mesh/abi/control_block.h), pinned
+ *                            host memory mapped into the device
+ *   unsigned int slot        the program's slot, 0..31
+ *   void *scratch            the program's scratch (PX_SCRATCH) in device
+ *                            memory, NULL when the manifest asks for none;
+ *                            it survives a blink's halt and relaunch
+ *
+ * Every image must define the u32 global MESH_RT_ABI (MESH_RT_ABI_DEFINE
+ * below); the backend reads it at load and refuses another value ("abi: ").
+ *
+ * A node's life, by thread 0 of its block: mesh_node_attach (checks the
+ * header's ABI, reports MESH_NODE_ERR_ABI otherwise), mesh_node_online,
+ * steps polling mesh_node_halted between them (mesh_block_halted shares the
+ * answer with the whole block), mesh_node_point for progress, then
+ * mesh_node_exit.  Offsets are the MESH_S_* / MESH_P_* of control_block.h,
+ * repeated here because nvcc does not compile C11 atomics. */
+#ifndef MESH_NODE_CUH
+#define MESH_NODE_CUH
+
+#define MESH_RT_ABI_VERSION 1u
+#define MESH_RT_ABI_DEFINE()                                                  \
+    extern "C" __device__ unsigned int MESH_RT_ABI = MESH_RT_ABI_VERSION
+
+#define MESH_NODE_S_MAGIC 0u
+#define MESH_NODE_S_ABI 4u
+#define MESH_NODE_CB_MAGIC 0x4853454du
+#define MESH_NODE_HEADER_BYTES 256u
+#define MESH_NODE_SLOT_BYTES 256u
+#define MESH_NODE_P_HALT 4u
+#define MESH_NODE_P_ONLINE 64u
+#define MESH_NODE_P_EXITED 68u
+#define MESH_NODE_P_ERROR 72u
+#define MESH_NODE_P_ERROR_NODE 76u
+#define MESH_NODE_P_ERROR_ARG 80u
+#define MESH_NODE_P_POINTS 128u
+#define MESH_NODE_ERR_ABI 1u
+#define MESH_NODE_ERR_PROGRAM 3u
+
+/* The host writes the mailbox from another agent: system-scope acquire. */
+__device__ __forceinline__ unsigned int mesh_ld_acquire(const void *p)
+{
+    unsigned int v;
+    asm volatile("ld.acquire.sys.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+    return v;
+}
+
+__device__ __forceinline__ unsigned char *mesh_slot_base(unsigned char *mb,
+                                                         unsigned int slot)
+{
+    return mb + MESH_NODE_HEADER_BYTES + slot * MESH_NODE_SLOT_BYTES;
+}
+
+/* Reports err (first report of the slot sticks). */
+__device__ __forceinline__ void mesh_node_fail(unsigned char *mb,
+                                               unsigned int slot,
+                                               unsigned int err,
+                                               unsigned int arg)
+{
+    unsigned char *s = mesh_slot_base(mb, slot);
+    if (atomicCAS_system((unsigned int *)(s + MESH_NODE_P_ERROR), 0u, err) ==
+        0u) {
+        *(volatile unsigned int *)(s + MESH_NODE_P_ERROR_NODE) = blockIdx.x;
+        *(volatile unsigned int *)(s + MESH_NODE_P_ERROR_ARG) = arg;
+        __threadfence_system();
+    }
+}
+
+/* Thread 0: whether this node may run (the host's ABI is ours). */
+__device__ __forceinline__ bool mesh_node_attach(unsigned char *mb,
+                                                 unsigned int slot)
+{
+    if (mesh_ld_acquire(mb + MESH_NODE_S_MAGIC) != MESH_NODE_CB_MAGIC) {
+        return false;
+    }
+    unsigned int abi = mesh_ld_acquire(mb + MESH_NODE_S_ABI);
+    if (abi != MESH_RT_ABI_VERSION) {
+        mesh_node_fail(mb, slot, MESH_NODE_ERR_ABI, MESH_RT_ABI_VERSION);
+        return false;
+    }
+    return true;
+}
+
+/* Thread 0: counts this node online (release). */
+__device__ __forceinline__ void mesh_node_online(unsigned char *mb,
+                                                 unsigned int slot)
+{
+    __threadfence_system();
+    atomicAdd_system((unsigned int *)(mesh_slot_base(mb, slot) +
+                                      MESH_NODE_P_ONLINE),
+                     1u);
+}
+
+/* Thread 0: whether the host asked the slot to halt (acquire). */
+__device__ __forceinline__ bool mesh_node_halted(unsigned char *mb,
+                                                 unsigned int slot)
+{
+    return mesh_ld_acquire(mesh_slot_base(mb, slot) + MESH_NODE_P_HALT) != 0;
+}
+
+/* Every thread of the block: thread 0 polls P_HALT and shares it. */
+__device__ __forceinline__ bool mesh_block_halted(unsigned char *mb,
+                                                  unsigned int slot)
+{
+    __shared__ int halted;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        halted = mesh_node_halted(mb, slot);
+    }
+    __syncthreads();
+    return halted != 0;
+}
+
+/* Raises progress point i to at least v (release: what this thread wrote
+ * before, scratch included, is visible to whoever reads the point). */
+__device__ __forceinline__ void mesh_node_point(unsigned char *mb,
+                                                unsigned int slot,
+                                                unsigned int i,
+                                                unsigned long long v)
+{
+    __threadfence_system();
+    atomicMax_system((unsigned long long *)(mesh_slot_base(mb, slot) +
+                                            MESH_NODE_P_POINTS + 8u * i),
+                     v);
+}
+
+/* Thread 0: counts this node as exited cleanly. */
+__device__ __forceinline__ void mesh_node_exit(unsigned char *mb,
+                                               unsigned int slot)
+{
+    __threadfence_system();
+    atomicAdd_system((unsigned int *)(mesh_slot_base(mb, slot) +
+                                      MESH_NODE_P_EXITED),
+                     1u);
+}
+
+#endif

@@ -1,0 +1,61 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* mesh/cuda.h: the CUDA backend's own entry points, beyond mesh_backend.
+ *
+ * The CUDA backend (kind MESH_BACKEND_CUDA, opened with mesh_backend_open)
+ * runs each program as one resident kernel: PTX from the program's payload
+ * compiled by nvJitLink for the device's arch, one block per node, the
+ * manifest's "threads" per block and "shared" bytes of dynamic shared
+ * memory, launched with three parameters:
+ *
+ *   (unsigned char *mailbox, unsigned int slot, void *scratch)
+ *
+ * the mailbox (mesh/abi/control_block.h) in pinned host memory mapped into
+ * the device, the program's slot, and its scratch (PX_SCRATCH) in device
+ * memory (NULL when the manifest asks for none).  Every image defines the
+ * u32 global MESH_RT_ABI, read and checked at load.  libcuda and nvJitLink
+ * are loaded at run time: without a driver or a GPU the backend answers
+ * "unsupported: " and everything else in rig works.
+ *
+ * Settings (environment):
+ *   RIG_MESH_CUDA_DEVICE     the device ordinal (0)
+ *   RIG_MESH_CUDA_ISOLATION  "blink" (default: one context; a module
+ *                            change halts and relaunches every program) or
+ *                            "mps" (each program in an MPS worker process;
+ *                            "unsupported: " without nvidia-cuda-mps-control)
+ *   RIG_MESH_CUDA_SMS        0 (default): the whole device; N: a green
+ *                            context of N SMs (caps' green and sms say so)
+ *   MESH_NVJITLINK_DIR       where libnvJitLink.so is (MESH_NVJITLINK_DIR
+ *                            of mesh/backend.h) */
+#ifndef MESH_CUDA_H
+#define MESH_CUDA_H
+
+#include "mesh/backend.h"
+
+#include <stdbool.h>
+#include <stdio.h>
+
+#pragma GCC visibility push(default)
+
+/* Prints one line per GPU of this machine with its caps as the backend
+ * would report them (name, compute capability, SMs, blocks per SM, threads
+ * and shared memory per node, arch), or one line saying why there are
+ * none.  Any thread; opens and closes libcuda itself.  False with "invalid:
+ * " (out NULL) or "system: " (a driver call failed after cuInit worked);
+ * "no GPU" is not an error. */
+bool mesh_cuda_describe(FILE *out, char **err);
+
+/* Opens a CUDA compiler for arch ("sm_90") from the nvJitLink of
+ * nvjitlink_dir (NULL: $MESH_NVJITLINK_DIR, else MESH_NVJITLINK_DIR): what
+ * the backend's compiler does, without a GPU, checking no device limits.
+ * Any thread; the compiler is thread-safe.  Errors: "invalid: " (a bad
+ * arch, out NULL), "unsupported: " (nvJitLink not found), "nomem: ".
+ * Release with mesh_cuda_compiler_close. */
+bool mesh_cuda_compiler_open(const char *arch, const char *nvjitlink_dir,
+                             mesh_compiler **out, char **err);
+
+/* Releases a compiler of mesh_cuda_compiler_open (NULL: nothing). */
+void mesh_cuda_compiler_close(mesh_compiler *c);
+
+#pragma GCC visibility pop
+
+#endif

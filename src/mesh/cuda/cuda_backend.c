@@ -1,0 +1,1019 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* The CUDA backend: caps, mailbox, resident kernels, blink isolation.
+ *
+ * Decisions the spec leaves open:
+ * - One device per backend (RIG_MESH_CUDA_DEVICE, default 0), driven
+ *   through its primary context, or through a green context of
+ *   RIG_MESH_CUDA_SMS SMs when that is set (caps' green and sms then say so).
+ * - The mailbox is a memfd mapping registered with cuMemHostRegister
+ *   (DEVICEMAP | PORTABLE): pinned host memory the kernels reach by a
+ *   device address, and a file another process (an MPS worker) can map and
+ *   register too.
+ * - Blink: module_scope answers "the whole context", so the driver halts
+ *   every resident program through the mailbox before a module change and
+ *   relaunches them after; scratch lives in device memory owned by the
+ *   kernel, so a program's state survives its relaunch.
+ * - Occupancy: launch refuses ("limits: ") nodes that cannot all be
+ *   resident beside the slots still running: a launch of n nodes of a
+ *   kernel that fits m blocks per SM takes n/m SMs, and the running
+ *   launches may take at most the SMs programs run on (caps.sms).  Resident
+ *   nodes that cannot all be scheduled would never all come online.
+ * - A kernel that faults (CUDA_ERROR_ILLEGAL_ADDRESS, ...) ends its launch:
+ *   query reports done and crashed the driver's error name, once. */
+#include "cuda_internal.h"
+
+#include "../../abi/util_internal.h"
+#include "../mesh_internal.h"
+
+#include <errno.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+bool mesh_cuda_built(void)
+{
+    return true;
+}
+
+#define OCC_ONE 1000000ull /* fixed point of one SM */
+
+typedef struct cuda_backend cuda_backend;
+
+typedef struct {
+    cuda_backend *be;
+    CUmodule mod;
+    CUfunction fn;
+    CUdeviceptr scratch;
+    uint64_t scratch_bytes;
+    uint32_t threads;
+    uint32_t shared;
+    uint32_t reg_cap;
+    uint32_t regs;
+    uint32_t local;
+    uint32_t max_blocks;
+    char *entry;
+    mesh_kernel pub;
+} cuda_kernel;
+
+typedef struct {
+    cuda_backend *be;
+    CUstream stream;
+    bool faulted; /* crashed has reported the fault */
+    CUresult fault;
+} cuda_stream;
+
+struct cuda_backend {
+    mesh_backend pub;
+    mesh_settings set;
+    mesh_cu_lib cu;
+    CUdevice dev;
+    CUcontext ctx;
+    bool primary; /* ctx is the retained primary context */
+    CUgreenCtx green;
+    mesh_caps caps;
+    mesh_compiler *comp;
+    uint32_t isolation;
+    int mb_fd;
+    mesh_control_block *mb;
+    CUdeviceptr mb_dev;
+    bool mb_registered;
+    /* Occupancy of each slot's running launch, in OCC_ONE per SM. */
+    uint64_t occ[MESH_PROG_SLOTS];
+};
+
+/* ---- caps --------------------------------------------------------------- */
+
+static bool attr(const mesh_cu_lib *cu, CUdevice dev, CUdevice_attribute a,
+                 const char *what, int *out, char **err)
+{
+    CUresult r = cu->cuDeviceGetAttribute_p(out, a, dev);
+    if (r != CUDA_SUCCESS) {
+        char call[96];
+        snprintf(call, sizeof(call), "cuDeviceGetAttribute(%s)", what);
+        return mesh_cu_check(cu, r, NULL, call, err);
+    }
+    return true;
+}
+
+/* The caps of device ordinal ord, whole device (not green). */
+static bool probe_caps(const mesh_cu_lib *cu, int ord, CUdevice *dev,
+                       mesh_caps *out, char **err)
+{
+    CUdevice d;
+    char name[256];
+    int major = 0, minor = 0, sms = 0, bps = 0, thr = 0, shm = 0;
+    if (!mesh_cu_check(cu, cu->cuDeviceGet_p(&d, ord), NULL, "cuDeviceGet",
+                       err) ||
+        !mesh_cu_check(cu, cu->cuDeviceGetName_p(name, sizeof(name), d), NULL,
+                       "cuDeviceGetName", err) ||
+        !attr(cu, d, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, "cc major",
+              &major, err) ||
+        !attr(cu, d, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, "cc minor",
+              &minor, err) ||
+        !attr(cu, d, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, "SMs", &sms,
+              err) ||
+        !attr(cu, d, CU_DEVICE_ATTRIBUTE_MAX_BLOCKS_PER_MULTIPROCESSOR,
+              "blocks per SM", &bps, err) ||
+        !attr(cu, d, CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK,
+              "threads per block", &thr, err) ||
+        !attr(cu, d, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
+              "shared per block", &shm, err)) {
+        return false;
+    }
+    mesh_caps c;
+    memset(&c, 0, sizeof(c));
+    c.kind = MESH_BACKEND_CUDA;
+    c.cc_major = major;
+    c.cc_minor = minor;
+    c.sms_total = (uint32_t)sms;
+    c.sms = (uint32_t)sms;
+    c.blocks_per_sm = (uint32_t)bps;
+    c.max_tg_threads = (uint32_t)thr;
+    c.max_shared = (uint32_t)shm;
+    name[sizeof(name) - 1] = '\0';
+    c.name = strdup(name);
+    if (asprintf(&c.arch, "sm_%d%d", major, minor) < 0) {
+        c.arch = NULL;
+    }
+    if (c.name == NULL || c.arch == NULL) {
+        mesh_caps_free(&c);
+        return rig_err(err, "nomem: caps");
+    }
+    *dev = d;
+    *out = c;
+    return true;
+}
+
+bool mesh_cuda_describe(FILE *out, char **err)
+{
+    if (out == NULL) {
+        return rig_err(err, "invalid: mesh_cuda_describe: out is NULL");
+    }
+    mesh_cu_lib cu;
+    char *why = NULL;
+    if (!mesh_cu_lib_open(&cu, &why)) {
+        /* "unsupported: <why>" -> "none (<why>)" */
+        const char *w = why != NULL ? why : "unknown";
+        if (strncmp(w, "unsupported: ", 13) == 0) {
+            w += 13;
+        }
+        fprintf(out, "none (%s)\n", w);
+        free(why);
+        return true;
+    }
+    int n = 0;
+    bool ok = mesh_cu_check(&cu, cu.cuDeviceGetCount_p(&n), NULL,
+                            "cuDeviceGetCount", err);
+    if (ok && n == 0) {
+        fprintf(out, "none (the CUDA driver reports no device)\n");
+    }
+    for (int i = 0; ok && i < n; i++) {
+        mesh_caps c;
+        CUdevice d;
+        size_t mem = 0;
+        ok = probe_caps(&cu, i, &d, &c, err) &&
+             mesh_cu_check(&cu, cu.cuDeviceTotalMem_p(&mem, d), NULL,
+                           "cuDeviceTotalMem", err);
+        if (ok) {
+            fprintf(out,
+                    "%d: %s, cc %d.%d (%s), %u SMs, %u blocks/SM, "
+                    "%u threads and %u B shared per node, %zu MiB%s\n",
+                    i, c.name, c.cc_major, c.cc_minor, c.arch, c.sms_total,
+                    c.blocks_per_sm, c.max_tg_threads, c.max_shared, mem >> 20,
+                    cu.green ? ", green contexts" : "");
+            mesh_caps_free(&c);
+        }
+    }
+    mesh_cu_lib_close(&cu);
+    return ok;
+}
+
+/* ---- settings ----------------------------------------------------------- */
+
+static bool settings(uint32_t *ord, uint32_t *isolation, uint32_t *sms,
+                     char **err)
+{
+    uint64_t v = 0;
+    if (!rig_env_u64("RIG_MESH_CUDA_DEVICE", 0, &v, err)) {
+        return false;
+    }
+    if (v > 1024) {
+        return rig_err(err, "invalid: RIG_MESH_CUDA_DEVICE=%llu",
+                       (unsigned long long)v);
+    }
+    *ord = (uint32_t)v;
+    if (!rig_env_u64("RIG_MESH_CUDA_SMS", 0, &v, err)) {
+        return false;
+    }
+    if (v > 100000) {
+        return rig_err(err, "invalid: RIG_MESH_CUDA_SMS=%llu",
+                       (unsigned long long)v);
+    }
+    *sms = (uint32_t)v;
+    const char *iso = getenv("RIG_MESH_CUDA_ISOLATION");
+    if (iso == NULL || iso[0] == '\0' || strcmp(iso, "blink") == 0) {
+        *isolation = MESH_ISOLATION_BLINK;
+    } else if (strcmp(iso, "mps") == 0) {
+        *isolation = MESH_ISOLATION_MPS;
+    } else {
+        return rig_err(err,
+                       "invalid: RIG_MESH_CUDA_ISOLATION=%s (blink or "
+                       "mps)",
+                       iso);
+    }
+    return true;
+}
+
+/* ---- contexts ----------------------------------------------------------- */
+
+static bool make_green(cuda_backend *be, uint32_t want, char **err)
+{
+    const mesh_cu_lib *cu = &be->cu;
+    if (!cu->green) {
+        return rig_err(err,
+                       "unsupported: RIG_MESH_CUDA_SMS=%u asks for a "
+                       "green context; this CUDA driver has none",
+                       want);
+    }
+    if (want > be->caps.sms_total) {
+        return rig_err(err,
+                       "limits: RIG_MESH_CUDA_SMS=%u but the device has "
+                       "%u SMs",
+                       want, be->caps.sms_total);
+    }
+    CUdevResource all, part, rest;
+    CUdevResourceDesc desc;
+    unsigned int groups = 1;
+    memset(&all, 0, sizeof(all));
+    memset(&part, 0, sizeof(part));
+    memset(&rest, 0, sizeof(rest));
+    if (!mesh_cu_check(cu,
+                       cu->cuDeviceGetDevResource_p(be->dev, &all,
+                                                    CU_DEV_RESOURCE_TYPE_SM),
+                       "unsupported", "cuDeviceGetDevResource", err) ||
+        !mesh_cu_check(cu,
+                       cu->cuDevSmResourceSplitByCount_p(&part, &groups, &all,
+                                                         &rest, 0, want),
+                       "unsupported", "cuDevSmResourceSplitByCount", err) ||
+        !mesh_cu_check(cu, cu->cuDevResourceGenerateDesc_p(&desc, &part, 1),
+                       "unsupported", "cuDevResourceGenerateDesc", err) ||
+        !mesh_cu_check(cu,
+                       cu->cuGreenCtxCreate_p(&be->green, desc, be->dev,
+                                              CU_GREEN_CTX_DEFAULT_STREAM),
+                       NULL, "cuGreenCtxCreate", err)) {
+        return false;
+    }
+    if (!mesh_cu_check(cu, cu->cuCtxFromGreenCtx_p(&be->ctx, be->green), NULL,
+                       "cuCtxFromGreenCtx", err)) {
+        cu->cuGreenCtxDestroy_p(be->green);
+        be->green = NULL;
+        return false;
+    }
+    be->caps.green = true;
+    be->caps.sms = part.sm.smCount;
+    return true;
+}
+
+static bool cuda_make_current(const mesh_backend *b, char **err)
+{
+    const cuda_backend *be = b->self;
+    return mesh_cu_check(&be->cu, be->cu.cuCtxSetCurrent_p(be->ctx), NULL,
+                         "cuCtxSetCurrent", err);
+}
+
+/* ---- the mailbox -------------------------------------------------------- */
+
+static bool mailbox_make(cuda_backend *be, char **err)
+{
+    size_t bytes = (MESH_CB_BYTES + 4095u) & ~(size_t)4095u;
+    int fd = memfd_create("rig-cuda-mailbox", MFD_CLOEXEC);
+    if (fd < 0) {
+        return rig_err(err, "system: memfd_create failed: %s", strerror(errno));
+    }
+    if (ftruncate(fd, (off_t)bytes) != 0) {
+        rig_err(err, "system: ftruncate of the mailbox failed: %s",
+                strerror(errno));
+        goto err_close;
+    }
+    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (p == MAP_FAILED) {
+        rig_err(err, "system: mmap of the mailbox failed: %s", strerror(errno));
+        goto err_close;
+    }
+    memset(p, 0, bytes);
+    const mesh_cu_lib *cu = &be->cu;
+    if (!mesh_cu_check(cu,
+                       cu->cuMemHostRegister_p(p, bytes,
+                                               CU_MEMHOSTREGISTER_DEVICEMAP |
+                                                   CU_MEMHOSTREGISTER_PORTABLE),
+                       NULL, "cuMemHostRegister", err)) {
+        goto err_unmap;
+    }
+    CUdeviceptr dev = 0;
+    if (!mesh_cu_check(cu, cu->cuMemHostGetDevicePointer_p(&dev, p, 0), NULL,
+                       "cuMemHostGetDevicePointer", err)) {
+        cu->cuMemHostUnregister_p(p);
+        goto err_unmap;
+    }
+    mesh_control_block *mb = p;
+    mesh_cb_header *h = &mb->h;
+    h->abi = MESH_RT_ABI_VERSION;
+    h->backend = mesh_caps_word(&be->caps);
+    h->isolation = be->isolation;
+    h->slots = MESH_PROG_SLOTS;
+    h->slot_bytes = MESH_CB_SLOT_BYTES;
+    h->header_bytes = MESH_CB_HEADER_BYTES;
+    h->host_pid = (uint32_t)getpid();
+    h->sms_total = be->caps.sms_total;
+    h->sms = be->caps.sms;
+    h->max_tg_threads = be->caps.max_tg_threads;
+    h->max_shared = be->caps.max_shared;
+    h->blocks_per_sm = be->caps.blocks_per_sm;
+    h->cc_major = be->caps.cc_major;
+    h->cc_minor = be->caps.cc_minor;
+    h->family = 0;
+    h->size = MESH_CB_BYTES;
+    snprintf(h->arch, sizeof(h->arch), "%s", be->caps.arch);
+    atomic_store_explicit(&h->magic, MESH_CB_MAGIC, memory_order_release);
+    be->mb_fd = fd;
+    be->mb = mb;
+    be->mb_dev = dev;
+    be->mb_registered = true;
+    return true;
+err_unmap:
+    munmap(p, bytes);
+err_close:
+    close(fd);
+    return false;
+}
+
+static void mailbox_free(cuda_backend *be)
+{
+    size_t bytes = (MESH_CB_BYTES + 4095u) & ~(size_t)4095u;
+    if (be->mb != NULL) {
+        if (be->mb_registered) {
+            be->cu.cuMemHostUnregister_p(be->mb);
+        }
+        munmap(be->mb, bytes);
+        be->mb = NULL;
+    }
+    if (be->mb_fd >= 0) {
+        close(be->mb_fd);
+        be->mb_fd = -1;
+    }
+}
+
+static bool cuda_mailbox(const mesh_backend *b, uint8_t **host, uint64_t *dev,
+                         char **err)
+{
+    const cuda_backend *be = b->self;
+    if (host == NULL || dev == NULL) {
+        return rig_err(err, "invalid: cuda mailbox: NULL argument");
+    }
+    *host = (uint8_t *)be->mb;
+    *dev = (uint64_t)be->mb_dev;
+    return true;
+}
+
+/* ---- simple ops --------------------------------------------------------- */
+
+static const mesh_caps *cuda_caps(const mesh_backend *b)
+{
+    return &((const cuda_backend *)b->self)->caps;
+}
+
+static bool cuda_isolated(const mesh_backend *b)
+{
+    return ((const cuda_backend *)b->self)->isolation == MESH_ISOLATION_MPS;
+}
+
+static bool cuda_resident(const mesh_backend *b)
+{
+    (void)b;
+    return true;
+}
+
+static uint32_t cuda_isolation(const mesh_backend *b)
+{
+    return ((const cuda_backend *)b->self)->isolation;
+}
+
+static const mesh_compiler *cuda_compiler(const mesh_backend *b)
+{
+    return ((const cuda_backend *)b->self)->comp;
+}
+
+static bool cuda_module_scope(const mesh_backend *b, bool has_slot,
+                              uint32_t slot, uint32_t *scope)
+{
+    const cuda_backend *be = b->self;
+    if (be->isolation != MESH_ISOLATION_MPS) {
+        return false; /* blink: the whole context halts */
+    }
+    if (scope != NULL) {
+        *scope = has_slot && slot < MESH_PROG_SLOTS ? slot : MESH_NO_SLOT;
+    }
+    return true;
+}
+
+static uint32_t cuda_online_timeout_ms(const mesh_backend *b)
+{
+    return ((const cuda_backend *)b->self)->set.online_timeout_ms;
+}
+
+static bool cuda_stack_limit(const mesh_backend *b, size_t *out, char **err)
+{
+    const cuda_backend *be = b->self;
+    if (out == NULL) {
+        return rig_err(err, "invalid: cuda stack_limit: out is NULL");
+    }
+    if (!cuda_make_current(b, err)) {
+        return false;
+    }
+    return mesh_cu_check(&be->cu,
+                         be->cu.cuCtxGetLimit_p(out, CU_LIMIT_STACK_SIZE), NULL,
+                         "cuCtxGetLimit(CU_LIMIT_STACK_SIZE)", err);
+}
+
+static bool cuda_set_stack_limit(const mesh_backend *b, size_t bytes,
+                                 char **err)
+{
+    const cuda_backend *be = b->self;
+    if (!cuda_make_current(b, err)) {
+        return false;
+    }
+    /* The driver resizes every thread's stack: it waits for the context's
+     * work, so the driver calls it with no program running. */
+    CUresult r = be->cu.cuCtxSetLimit_p(CU_LIMIT_STACK_SIZE, bytes);
+    return mesh_cu_check(&be->cu, r,
+                         r == CUDA_ERROR_INVALID_VALUE ? "limits" : NULL,
+                         "cuCtxSetLimit(CU_LIMIT_STACK_SIZE)", err);
+}
+
+/* ---- kernels ------------------------------------------------------------ */
+
+static cuda_kernel *kernel_of(const mesh_kernel *k)
+{
+    return k != NULL ? k->self : NULL;
+}
+
+static bool k_regs(const mesh_kernel *k, uint32_t *out, char **err)
+{
+    (void)err;
+    *out = kernel_of(k)->regs;
+    return true;
+}
+
+static bool k_local_bytes(const mesh_kernel *k, uint32_t *out, char **err)
+{
+    (void)err;
+    *out = kernel_of(k)->local;
+    return true;
+}
+
+static bool k_max_blocks(const mesh_kernel *k, uint32_t *out, char **err)
+{
+    (void)err;
+    *out = kernel_of(k)->max_blocks;
+    return true;
+}
+
+static uint64_t k_scratch(const mesh_kernel *k)
+{
+    return (uint64_t)kernel_of(k)->scratch;
+}
+
+static bool k_global_u32(const mesh_kernel *k, const char *name, uint32_t *out,
+                         char **err)
+{
+    cuda_kernel *ck = kernel_of(k);
+    const mesh_cu_lib *cu = &ck->be->cu;
+    CUdeviceptr p = 0;
+    size_t n = 0;
+    if (!mesh_cu_check(cu, cu->cuCtxSetCurrent_p(ck->be->ctx), NULL,
+                       "cuCtxSetCurrent", err)) {
+        return false;
+    }
+    CUresult r = cu->cuModuleGetGlobal_p(&p, &n, ck->mod, name);
+    if (r == CUDA_ERROR_NOT_FOUND) {
+        return rig_err(err, "missing: the image has no global %s", name);
+    }
+    if (!mesh_cu_check(cu, r, NULL, "cuModuleGetGlobal", err)) {
+        return false;
+    }
+    if (n != sizeof(uint32_t)) {
+        return rig_err(err, "invalid: global %s has %zu bytes, not 4", name, n);
+    }
+    return mesh_cu_check(cu, cu->cuMemcpyDtoH_p(out, p, sizeof(*out)), NULL,
+                         "cuMemcpyDtoH", err);
+}
+
+/* Releases the module and scratch (the context made current). */
+static void kernel_release(cuda_kernel *ck)
+{
+    const mesh_cu_lib *cu = &ck->be->cu;
+    cu->cuCtxSetCurrent_p(ck->be->ctx);
+    if (ck->scratch != 0) {
+        cu->cuMemFree_p(ck->scratch);
+        ck->scratch = 0;
+    }
+    if (ck->mod != NULL) {
+        cu->cuModuleUnload_p(ck->mod);
+        ck->mod = NULL;
+    }
+    free(ck->entry);
+    ck->entry = NULL;
+}
+
+static void k_drop(mesh_kernel *k)
+{
+    cuda_kernel *ck = kernel_of(k);
+    if (ck == NULL) {
+        return;
+    }
+    kernel_release(ck);
+    free(ck);
+    k->self = NULL;
+}
+
+static const mesh_kernel_ops cuda_kernel_ops = {
+    .exec = MESH_BACKEND_CUDA,
+    .regs = k_regs,
+    .local_bytes = k_local_bytes,
+    .max_blocks_per_sm = k_max_blocks,
+    .scratch = k_scratch,
+    .global_u32 = k_global_u32,
+    .drop = k_drop,
+};
+
+/* Module, function, ABI, attributes, occupancy, scratch. */
+static bool kernel_load(cuda_backend *be, const mesh_prepared *p,
+                        cuda_kernel *ck, char **err)
+{
+    const mesh_cu_lib *cu = &be->cu;
+    const mesh_manifest *m = &p->manifest;
+    const char *name = m->name;
+    CUresult r = cu->cuModuleLoadData_p(&ck->mod, p->code);
+    if (r != CUDA_SUCCESS) {
+        return rig_err(err, "load: program %s: cuModuleLoadData failed: %s",
+                       name, mesh_cu_name(cu, r));
+    }
+    r = cu->cuModuleGetFunction_p(&ck->fn, ck->mod, m->entry);
+    if (r != CUDA_SUCCESS) {
+        return rig_err(err,
+                       "load: program %s: no kernel %s "
+                       "(cuModuleGetFunction: %s)",
+                       name, m->entry, mesh_cu_name(cu, r));
+    }
+    uint32_t abi = 0;
+    if (!k_global_u32(&ck->pub, "MESH_RT_ABI", &abi, err)) {
+        return rig_err_wrap(err, "abi: program %s", name);
+    }
+    if (abi != MESH_RT_ABI_VERSION) {
+        return rig_err(err,
+                       "abi: program %s's image has MESH_RT_ABI %u; "
+                       "this runtime is %u",
+                       name, abi, MESH_RT_ABI_VERSION);
+    }
+    int regs = 0, local = 0, blocks = 0;
+    if (!mesh_cu_check(
+            cu,
+            cu->cuFuncGetAttribute_p(&regs, CU_FUNC_ATTRIBUTE_NUM_REGS, ck->fn),
+            NULL, "cuFuncGetAttribute(NUM_REGS)", err) ||
+        !mesh_cu_check(cu,
+                       cu->cuFuncGetAttribute_p(
+                           &local, CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES, ck->fn),
+                       NULL, "cuFuncGetAttribute(LOCAL_SIZE_BYTES)", err)) {
+        return false;
+    }
+    if (m->shared > 48u * 1024u &&
+        !mesh_cu_check(
+            cu,
+            cu->cuFuncSetAttribute_p(
+                ck->fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                (int)m->shared),
+            "limits", "cuFuncSetAttribute(MAX_DYNAMIC_SHARED)", err)) {
+        return false;
+    }
+    if (!mesh_cu_check(cu,
+                       cu->cuOccupancyMaxActiveBlocksPerMultiprocessor_p(
+                           &blocks, ck->fn, (int)m->threads, (size_t)m->shared),
+                       NULL, "cuOccupancyMaxActiveBlocksPerMultiprocessor",
+                       err)) {
+        return false;
+    }
+    if (blocks <= 0) {
+        return rig_err(err,
+                       "limits: program %s: not one node of %u threads "
+                       "(%d registers, %u B shared) fits on an SM",
+                       name, m->threads, regs, m->shared);
+    }
+    ck->regs = (uint32_t)regs;
+    ck->local = (uint32_t)local;
+    ck->max_blocks = (uint32_t)blocks;
+    if (m->scratch > 0) {
+        r = cu->cuMemAlloc_p(&ck->scratch, (size_t)m->scratch);
+        if (r == CUDA_ERROR_OUT_OF_MEMORY) {
+            return rig_err(err,
+                           "limits: program %s: no %llu bytes of device "
+                           "memory for its scratch",
+                           name, (unsigned long long)m->scratch);
+        }
+        if (!mesh_cu_check(cu, r, NULL, "cuMemAlloc", err) ||
+            !mesh_cu_check(cu,
+                           cu->cuMemsetD8_p(ck->scratch, 0, (size_t)m->scratch),
+                           NULL, "cuMemsetD8", err)) {
+            return false;
+        }
+    }
+    ck->scratch_bytes = m->scratch;
+    ck->threads = m->threads;
+    ck->shared = m->shared;
+    ck->reg_cap = p->reg_cap;
+    ck->entry = strdup(m->entry);
+    if (ck->entry == NULL) {
+        return rig_err(err, "nomem: kernel entry");
+    }
+    return true;
+}
+
+static bool cuda_load(const mesh_backend *b, mesh_prepared *p,
+                      mesh_kernel **out, char **err)
+{
+    cuda_backend *be = b->self;
+    if (p == NULL || out == NULL) {
+        return rig_err(err, "invalid: cuda load: NULL argument");
+    }
+    if (p->exec != MESH_BACKEND_CUDA || p->code == NULL) {
+        return rig_err(err,
+                       "invalid: cuda load: program %s was not "
+                       "compiled by the CUDA compiler",
+                       p->manifest.name != NULL ? p->manifest.name : "?");
+    }
+    if (p->kernel != NULL) {
+        /* Prepared already (an MPS worker): take it. */
+        *out = p->kernel;
+        p->kernel = NULL;
+        return true;
+    }
+    if (!cuda_make_current(b, err)) {
+        return false;
+    }
+    mesh_kernel *k = calloc(1, sizeof(*k));
+    cuda_kernel *ck = calloc(1, sizeof(*ck));
+    if (k == NULL || ck == NULL) {
+        free(k);
+        free(ck);
+        return rig_err(err, "nomem: a CUDA kernel");
+    }
+    ck->be = be;
+    ck->pub.ops = &cuda_kernel_ops;
+    ck->pub.self = ck;
+    if (!kernel_load(be, p, ck, err)) {
+        kernel_release(ck);
+        free(ck);
+        free(k);
+        return false;
+    }
+    k->ops = &cuda_kernel_ops;
+    k->self = ck;
+    *out = k;
+    return true;
+}
+
+static bool cuda_unload(const mesh_backend *b, mesh_kernel *k, char **err)
+{
+    (void)b;
+    (void)err;
+    if (k == NULL) {
+        return true;
+    }
+    mesh_kernel_drop(k);
+    return true;
+}
+
+/* ---- streams and launches ----------------------------------------------- */
+
+static void stream_drop(mesh_stream *s)
+{
+    cuda_stream *cs = s->self;
+    if (cs == NULL) {
+        return;
+    }
+    const mesh_cu_lib *cu = &cs->be->cu;
+    cu->cuCtxSetCurrent_p(cs->be->ctx);
+    if (s->slot < MESH_PROG_SLOTS) {
+        cs->be->occ[s->slot] = 0;
+    }
+    cu->cuStreamDestroy_p(cs->stream);
+    free(cs);
+    s->self = NULL;
+}
+
+static bool cuda_new_stream(const mesh_backend *b, uint32_t slot,
+                            const mesh_kernel *k, mesh_stream **out, char **err)
+{
+    cuda_backend *be = b->self;
+    (void)k;
+    if (out == NULL || slot >= MESH_PROG_SLOTS) {
+        return rig_err(err, "invalid: cuda new_stream: slot %u or out", slot);
+    }
+    if (!cuda_make_current(b, err)) {
+        return false;
+    }
+    mesh_stream *s = calloc(1, sizeof(*s));
+    cuda_stream *cs = calloc(1, sizeof(*cs));
+    if (s == NULL || cs == NULL) {
+        free(s);
+        free(cs);
+        return rig_err(err, "nomem: a CUDA stream");
+    }
+    if (!mesh_cu_check(
+            &be->cu,
+            be->cu.cuStreamCreate_p(&cs->stream, CU_STREAM_NON_BLOCKING), NULL,
+            "cuStreamCreate", err)) {
+        free(s);
+        free(cs);
+        return false;
+    }
+    cs->be = be;
+    s->exec = MESH_BACKEND_CUDA;
+    s->slot = slot;
+    s->self = cs;
+    s->drop = stream_drop;
+    *out = s;
+    return true;
+}
+
+static bool cuda_launch(const mesh_backend *b, const mesh_stream *st,
+                        const mesh_kernel *k, uint32_t nodes, uint64_t dev,
+                        uint32_t slot, char **err)
+{
+    cuda_backend *be = b->self;
+    if (st == NULL || st->self == NULL || k == NULL || k->self == NULL ||
+        slot >= MESH_PROG_SLOTS || nodes == 0) {
+        return rig_err(err,
+                       "invalid: cuda launch: bad stream, kernel, slot "
+                       "%u or nodes %u",
+                       slot, nodes);
+    }
+    cuda_kernel *ck = kernel_of(k);
+    cuda_stream *cs = st->self;
+    /* The occupancy budget: every node of every running launch resident. */
+    uint64_t want = (uint64_t)nodes * OCC_ONE / ck->max_blocks;
+    uint64_t used = 0;
+    for (uint32_t i = 0; i < MESH_PROG_SLOTS; i++) {
+        used += i == slot ? 0 : be->occ[i];
+    }
+    uint64_t cap = (uint64_t)be->caps.sms * OCC_ONE;
+    if (used + want > cap) {
+        return rig_err(err,
+                       "limits: %u nodes of %u threads (%u per SM) do "
+                       "not fit beside the running programs (%.2f of "
+                       "%u SMs in use)",
+                       nodes, ck->threads, ck->max_blocks,
+                       (double)used / OCC_ONE, be->caps.sms);
+    }
+    if (!cuda_make_current(b, err)) {
+        return false;
+    }
+    /* PX_* words: what the executor hands the program. */
+    mesh_cb_slot *s = &be->mb->slot[slot];
+    atomic_store_explicit(&s->scratch, (uint64_t)ck->scratch,
+                          memory_order_release);
+    atomic_store_explicit(&s->scratch_bytes, ck->scratch_bytes,
+                          memory_order_release);
+    atomic_store_explicit(&s->reg_cap, ck->reg_cap, memory_order_release);
+    CUdeviceptr mb = (CUdeviceptr)dev;
+    unsigned int sl = slot;
+    CUdeviceptr scratch = ck->scratch;
+    void *params[] = {&mb, &sl, &scratch};
+    CUresult r = be->cu.cuLaunchKernel_p(ck->fn, nodes, 1, 1, ck->threads, 1, 1,
+                                         ck->shared, cs->stream, params, NULL);
+    if (r != CUDA_SUCCESS) {
+        return mesh_cu_check(&be->cu, r,
+                             r == CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES ||
+                                     r == CUDA_ERROR_INVALID_VALUE
+                                 ? "limits"
+                                 : "load",
+                             "cuLaunchKernel", err);
+    }
+    be->occ[slot] = want;
+    cs->faulted = false;
+    cs->fault = CUDA_SUCCESS;
+    return true;
+}
+
+static bool cuda_query(const mesh_backend *b, const mesh_stream *st,
+                       const mesh_kernel *k, bool *done, char **err)
+{
+    cuda_backend *be = b->self;
+    (void)k;
+    if (st == NULL || st->self == NULL || done == NULL) {
+        return rig_err(err, "invalid: cuda query: NULL argument");
+    }
+    cuda_stream *cs = st->self;
+    if (!cuda_make_current(b, err)) {
+        return false;
+    }
+    CUresult r = be->cu.cuStreamQuery_p(cs->stream);
+    if (r == CUDA_ERROR_NOT_READY) {
+        *done = false;
+        return true;
+    }
+    if (r != CUDA_SUCCESS && cs->fault == CUDA_SUCCESS) {
+        cs->fault = r; /* crashed reports it */
+    }
+    if (st->slot < MESH_PROG_SLOTS) {
+        be->occ[st->slot] = 0;
+    }
+    *done = true;
+    return true;
+}
+
+static char *cuda_crashed(const mesh_backend *b, const mesh_stream *st,
+                          const mesh_kernel *k)
+{
+    const cuda_backend *be = b->self;
+    (void)k;
+    if (st == NULL || st->self == NULL) {
+        return NULL;
+    }
+    cuda_stream *cs = st->self;
+    if (cs->fault == CUDA_SUCCESS || cs->faulted) {
+        return NULL;
+    }
+    cs->faulted = true;
+    char *why = NULL;
+    if (asprintf(&why, "the kernel of slot %u faulted: %s", st->slot,
+                 mesh_cu_name(&be->cu, cs->fault)) < 0) {
+        return NULL;
+    }
+    return why;
+}
+
+/* ---- MPS ---------------------------------------------------------------- */
+
+/* Where nvidia-cuda-mps-control is: PATH, then the toolkit's and the
+ * driver's usual folders (malloc'd), or NULL. */
+static char *mps_control(void)
+{
+    const char *path = getenv("PATH");
+    char *dirs = NULL;
+    if (asprintf(&dirs, "%s:%s/bin:/usr/bin:/usr/local/bin",
+                 path != NULL ? path : "", RIG_CUDA_DIR) < 0) {
+        return NULL;
+    }
+    char *save = NULL;
+    for (char *d = strtok_r(dirs, ":", &save); d != NULL;
+         d = strtok_r(NULL, ":", &save)) {
+        char *f = NULL;
+        if (d[0] == '\0' || asprintf(&f, "%s/nvidia-cuda-mps-control", d) < 0) {
+            continue;
+        }
+        if (access(f, X_OK) == 0) {
+            free(dirs);
+            return f;
+        }
+        free(f);
+    }
+    free(dirs);
+    return NULL;
+}
+
+/* MPS isolation needs the control daemon's program, and worker processes
+ * that each own an MPS client context attached to the shared mailbox.  The
+ * workers are not built yet: MPS answers "unsupported: " with the reason,
+ * and blink (which needs neither) is the default. */
+static bool mps_check(char **err)
+{
+    char *ctl = mps_control();
+    if (ctl == NULL) {
+        return rig_err(err,
+                       "unsupported: MPS isolation needs "
+                       "nvidia-cuda-mps-control, which is not on PATH "
+                       "nor in %s/bin",
+                       RIG_CUDA_DIR);
+    }
+    rig_err(err,
+            "unsupported: MPS isolation is not implemented in this rig "
+            "yet (its worker processes are missing; %s was found); "
+            "use RIG_MESH_CUDA_ISOLATION=blink",
+            ctl);
+    free(ctl);
+    return false;
+}
+
+/* ---- open and destroy --------------------------------------------------- */
+
+static void cuda_destroy(mesh_backend *b)
+{
+    if (b == NULL || b->self == NULL) {
+        return;
+    }
+    cuda_backend *be = b->self;
+    if (be->ctx != NULL) {
+        be->cu.cuCtxSetCurrent_p(be->ctx);
+    }
+    mailbox_free(be);
+    mesh_cuda_compiler_close(be->comp);
+    if (be->green != NULL) {
+        be->cu.cuGreenCtxDestroy_p(be->green);
+    }
+    if (be->primary) {
+        be->cu.cuDevicePrimaryCtxRelease_p(be->dev);
+    }
+    mesh_caps_free(&be->caps);
+    mesh_cu_lib_close(&be->cu);
+    free(be);
+}
+
+static const mesh_backend_ops cuda_ops = {
+    .caps = cuda_caps,
+    .isolated = cuda_isolated,
+    .resident = cuda_resident,
+    .isolation = cuda_isolation,
+    .mailbox = cuda_mailbox,
+    .make_current = cuda_make_current,
+    .compiler = cuda_compiler,
+    .load = cuda_load,
+    .new_stream = cuda_new_stream,
+    .launch = cuda_launch,
+    .query = cuda_query,
+    .unload = cuda_unload,
+    .stack_limit = cuda_stack_limit,
+    .set_stack_limit = cuda_set_stack_limit,
+    .module_scope = cuda_module_scope,
+    .crashed = cuda_crashed,
+    .online_timeout_ms = cuda_online_timeout_ms,
+    .destroy = cuda_destroy,
+};
+
+bool mesh_cuda_open(const mesh_settings *s, mesh_backend **out, char **err)
+{
+    if (s == NULL || out == NULL) {
+        return rig_err(err, "invalid: mesh_cuda_open: NULL argument");
+    }
+    uint32_t ord = 0, isolation = 0, sms = 0;
+    if (!settings(&ord, &isolation, &sms, err)) {
+        return false;
+    }
+    cuda_backend *be = calloc(1, sizeof(*be));
+    if (be == NULL) {
+        return rig_err(err, "nomem: the CUDA backend");
+    }
+    be->pub.ops = &cuda_ops;
+    be->pub.self = be;
+    be->set = *s;
+    be->isolation = isolation;
+    be->mb_fd = -1;
+    if (isolation == MESH_ISOLATION_MPS && !mps_check(err)) {
+        free(be);
+        return false;
+    }
+    if (!mesh_cu_lib_open(&be->cu, err)) {
+        free(be);
+        return false;
+    }
+    int n = 0;
+    if (!mesh_cu_check(&be->cu, be->cu.cuDeviceGetCount_p(&n), "unsupported",
+                       "cuDeviceGetCount", err)) {
+        goto err_destroy;
+    }
+    if ((int)ord >= n) {
+        rig_err(err, "unsupported: no CUDA device %u (the driver reports %d)",
+                ord, n);
+        goto err_destroy;
+    }
+    if (!probe_caps(&be->cu, (int)ord, &be->dev, &be->caps, err)) {
+        goto err_destroy;
+    }
+    if (sms != 0) {
+        if (!make_green(be, sms, err)) {
+            goto err_destroy;
+        }
+    } else {
+        if (!mesh_cu_check(&be->cu,
+                           be->cu.cuDevicePrimaryCtxRetain_p(&be->ctx, be->dev),
+                           NULL, "cuDevicePrimaryCtxRetain", err)) {
+            goto err_destroy;
+        }
+        be->primary = true;
+    }
+    if (!cuda_make_current(&be->pub, err) || !mailbox_make(be, err)) {
+        goto err_destroy;
+    }
+    mesh_cuda_limits lim = {.max_threads = be->caps.max_tg_threads,
+                            .max_shared = be->caps.max_shared};
+    if (!mesh_cuda_compiler_make(be->caps.arch, NULL, &lim, &be->comp, err)) {
+        goto err_destroy;
+    }
+    *out = &be->pub;
+    return true;
+err_destroy:
+    cuda_destroy(&be->pub);
+    return false;
+}

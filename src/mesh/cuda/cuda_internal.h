@@ -1,0 +1,196 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* Internals of the CUDA backend: the run-time loaded libraries, the
+ * compiler, the cubin reader.  Only src/mesh/cuda includes this.
+ *
+ * libcuda and nvJitLink are never linked: each user (a backend, a
+ * compiler) dlopens what it needs into a table of function pointers built
+ * from one X-macro list, so one build runs with and without a GPU.  A
+ * CUresult or nvJitLinkResult never leaves src/mesh/cuda: mesh_cu_check and
+ * mesh_njl_check turn them into messages that name the call and the
+ * code's name ("system: cuMemHostRegister failed: CUDA_ERROR_INVALID_VALUE").
+ */
+#ifndef MESH_CUDA_INTERNAL_H
+#define MESH_CUDA_INTERNAL_H
+
+#include "config.h"
+
+#include "mesh/backend.h"
+#include "mesh/cuda.h"
+
+#include <cuda.h>
+#include <nvJitLink.h>
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* ---- libcuda ------------------------------------------------------------ */
+
+/* The driver functions the backend needs (all must resolve).  cuda.h maps
+ * several names to their _v2 symbols; the loader spells the mapped name. */
+#define MESH_CU_FUNCS(X)                                                       \
+    X(cuInit)                                                                  \
+    X(cuDriverGetVersion)                                                      \
+    X(cuGetErrorName)                                                          \
+    X(cuDeviceGetCount)                                                        \
+    X(cuDeviceGet)                                                             \
+    X(cuDeviceGetName)                                                         \
+    X(cuDeviceGetAttribute)                                                    \
+    X(cuDeviceTotalMem)                                                        \
+    X(cuDevicePrimaryCtxRetain)                                                \
+    X(cuDevicePrimaryCtxRelease)                                               \
+    X(cuCtxSetCurrent)                                                         \
+    X(cuCtxSynchronize)                                                        \
+    X(cuCtxGetLimit)                                                           \
+    X(cuCtxSetLimit)                                                           \
+    X(cuMemGetInfo)                                                            \
+    X(cuMemAlloc)                                                              \
+    X(cuMemFree)                                                               \
+    X(cuMemsetD8)                                                              \
+    X(cuMemcpyDtoH)                                                            \
+    X(cuMemcpyHtoD)                                                            \
+    X(cuMemHostRegister)                                                       \
+    X(cuMemHostUnregister)                                                     \
+    X(cuMemHostGetDevicePointer)                                               \
+    X(cuModuleLoadData)                                                        \
+    X(cuModuleUnload)                                                          \
+    X(cuModuleGetFunction)                                                     \
+    X(cuModuleGetGlobal)                                                       \
+    X(cuFuncGetAttribute)                                                      \
+    X(cuFuncSetAttribute)                                                      \
+    X(cuOccupancyMaxActiveBlocksPerMultiprocessor)                             \
+    X(cuStreamCreate)                                                          \
+    X(cuStreamQuery)                                                           \
+    X(cuStreamSynchronize)                                                     \
+    X(cuStreamDestroy)                                                         \
+    X(cuLaunchKernel)
+
+/* Green contexts (CUDA 12.4 drivers and later): optional; without them an
+ * SM partition is "unsupported: ". */
+#define MESH_CU_GREEN_FUNCS(X)                                                 \
+    X(cuDeviceGetDevResource)                                                  \
+    X(cuDevSmResourceSplitByCount)                                             \
+    X(cuDevResourceGenerateDesc)                                               \
+    X(cuGreenCtxCreate)                                                        \
+    X(cuGreenCtxDestroy)                                                       \
+    X(cuCtxFromGreenCtx)
+
+/* A dlopen'd libcuda. */
+typedef struct {
+    void *lib;
+    bool green; /* the green functions resolved */
+#define MESH_CU_MEMBER(f) __typeof__(f) *f##_p;
+    MESH_CU_FUNCS(MESH_CU_MEMBER)
+    MESH_CU_GREEN_FUNCS(MESH_CU_MEMBER)
+#undef MESH_CU_MEMBER
+} mesh_cu_lib;
+
+/* Loads libcuda.so.1 from the system's library path (never the toolkit's
+ * stubs) and cuInit(0)s it.  Errors: "unsupported: " with why (no driver,
+ * a symbol missing, cuInit failing, e.g. CUDA_ERROR_NO_DEVICE); *cu is
+ * unchanged then.  Release with mesh_cu_lib_close. */
+bool mesh_cu_lib_open(mesh_cu_lib *cu, char **err);
+void mesh_cu_lib_close(mesh_cu_lib *cu);
+
+/* The name of r ("CUDA_ERROR_OUT_OF_MEMORY"); cu may be NULL. */
+const char *mesh_cu_name(const mesh_cu_lib *cu, CUresult r);
+
+/* True for CUDA_SUCCESS; else false with "<reason>: <call> failed: <NAME>"
+ * (reason NULL: "system"). */
+bool mesh_cu_check(const mesh_cu_lib *cu, CUresult r, const char *reason,
+                   const char *call, char **err);
+
+/* ---- nvJitLink ---------------------------------------------------------- */
+
+/* nvJitLink exports each function under a versioned name
+ * (__nvJitLinkCreate_13_0) that nvJitLink.h's inline wrappers call; the
+ * loader asks for the versioned name of the headers it was built with,
+ * then the plain one. */
+#define MESH_NJL_FUNCS(X)                                                      \
+    X(Create)                                                                  \
+    X(Destroy)                                                                 \
+    X(AddData)                                                                 \
+    X(Complete)                                                                \
+    X(GetLinkedCubinSize)                                                      \
+    X(GetLinkedCubin)                                                          \
+    X(GetErrorLogSize)                                                         \
+    X(GetErrorLog)                                                             \
+    X(GetInfoLogSize)                                                          \
+    X(GetInfoLog)
+
+#if CUDA_VERSION >= 13000
+#define MESH_NJL_VERSIONED(n) __nvJitLink##n##_13_0
+#define MESH_NJL_SUFFIX "_13_0"
+#define MESH_NJL_SONAME "libnvJitLink.so.13"
+#else
+#define MESH_NJL_VERSIONED(n) __nvJitLink##n##_12_0
+#define MESH_NJL_SUFFIX "_12_0"
+#define MESH_NJL_SONAME "libnvJitLink.so.12"
+#endif
+
+/* A dlopen'd nvJitLink. */
+typedef struct {
+    void *lib;
+    char *path; /* what was opened */
+#define MESH_NJL_MEMBER(n) __typeof__(MESH_NJL_VERSIONED(n)) *n;
+    MESH_NJL_FUNCS(MESH_NJL_MEMBER)
+#undef MESH_NJL_MEMBER
+} mesh_njl_lib;
+
+/* The nvJitLink directory: dir if not NULL, else $MESH_NVJITLINK_DIR, else
+ * the MESH_NVJITLINK_DIR default. */
+const char *mesh_njl_dir(const char *dir);
+
+/* Loads nvJitLink from mesh_njl_dir(dir).  Errors: "unsupported: " (not
+ * there, a symbol missing).  Release with mesh_njl_lib_close. */
+bool mesh_njl_lib_open(mesh_njl_lib *j, const char *dir, char **err);
+void mesh_njl_lib_close(mesh_njl_lib *j);
+
+/* The name of r ("NVJITLINK_ERROR_PTX_COMPILE"). */
+const char *mesh_njl_name(nvJitLinkResult r);
+
+/* True for NVJITLINK_SUCCESS; else false with "<reason>: <call> failed:
+ * <NAME>" and, when log is not empty, ": " and the log. */
+bool mesh_njl_check(nvJitLinkResult r, const char *reason, const char *call,
+                    const char *log, char **err);
+
+/* Compiles len bytes of PTX (name for messages) into a cubin for arch
+ * ("sm_90"), capping registers at reg_cap (0: no cap).  *cubin is
+ * malloc'd; *info (may be NULL) gets nvJitLink's info log (malloc'd, may
+ * be empty).  Errors: "compile: " with nvJitLink's error log, "nomem: ",
+ * "invalid: ". */
+bool mesh_njl_compile(const mesh_njl_lib *j, const char *arch, uint32_t reg_cap,
+                      const char *name, const void *ptx, size_t len,
+                      uint8_t **cubin, size_t *cubin_len, char **info,
+                      char **err);
+
+/* ---- the cubin ---------------------------------------------------------- */
+
+/* What a cubin says about one kernel. */
+typedef struct {
+    uint32_t regs; /* registers per thread (EIATTR_REGCOUNT) */
+    bool has_abi;  /* the image defines MESH_RT_ABI ... */
+    uint32_t abi;  /* ... with this initial value */
+} mesh_cubin_info;
+
+/* Reads kernel's register count and the MESH_RT_ABI global from an ELF
+ * cubin.  Errors: "compile: " (not a 64-bit ELF, truncated, no kernel of
+ * that name). */
+bool mesh_cubin_inspect(const uint8_t *cubin, size_t len, const char *kernel,
+                        mesh_cubin_info *out, char **err);
+
+/* ---- the compiler ------------------------------------------------------- */
+
+/* Limits a compiler checks manifests against (0: unchecked). */
+typedef struct {
+    uint32_t max_threads;
+    uint32_t max_shared;
+} mesh_cuda_limits;
+
+/* Makes the compiler for arch with limits lim (NULL: unchecked) from the
+ * nvJitLink of dir (NULL: mesh_njl_dir's choice). */
+bool mesh_cuda_compiler_make(const char *arch, const char *njl_dir,
+                             const mesh_cuda_limits *lim, mesh_compiler **out,
+                             char **err);
+
+#endif
