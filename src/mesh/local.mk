@@ -1,2 +1,168 @@
 # SPDX-License-Identifier: BSD-3-Clause
-# src/mesh: filled in by its issue.
+# The executors layer (mesh_*): the interface, the native backend, the
+# driver, mesh_run, the example program and the tests.  Needs jansson,
+# xxHash and hwloc; without them it is not built.
+
+MESH_CPPFLAGS = $(RIG_ABI_CPPFLAGS) -D_GNU_SOURCE
+MESH_DEP_CFLAGS = $(JANSSON_CFLAGS) $(XXHASH_CFLAGS) $(HWLOC_CFLAGS)
+
+# Files of the catalogs the build lays out (see the stamps below).
+MESH_TEST_MANIFESTS = \
+	tests/mesh/manifests/t_ok.json \
+	tests/mesh/manifests/t_finish.json \
+	tests/mesh/manifests/t_crash.json \
+	tests/mesh/manifests/t_stubborn.json \
+	tests/mesh/manifests/t_never.json
+MESH_TEST_MANIFESTS_NOBIN = tests/mesh/manifests/t_gpu.json
+
+EXTRA_DIST += \
+	$(MESH_TEST_MANIFESTS) $(MESH_TEST_MANIFESTS_NOBIN) \
+	tests/mesh/make_catalog.sh \
+	tests/mesh/test_mesh_run.sh \
+	examples/mesh/pi.json \
+	tests/fuzz/fuzz_manifest.c \
+	tests/fuzz/corpus/manifest/full.json \
+	tests/fuzz/corpus/manifest/minimal.json \
+	tests/fuzz/corpus/manifest/args.json \
+	tests/fuzz/corpus/manifest/bad_backend.json \
+	tests/fuzz/corpus/manifest/not_object.json
+
+if RIG_HAVE_JANSSON
+if RIG_HAVE_XXHASH
+if RIG_HAVE_HWLOC
+
+nobase_include_HEADERS += \
+	include/mesh/backend.h \
+	include/mesh/driver.h \
+	include/mesh/executors.h \
+	include/mesh/loader.h \
+	include/mesh/manifest.h \
+	include/mesh/worker.h \
+	include/mesh/abi/backend.h \
+	include/mesh/abi/control_block.h
+noinst_HEADERS += src/mesh/mesh_internal.h
+
+noinst_LTLIBRARIES += src/mesh/libmesh.la
+src_mesh_libmesh_la_SOURCES = \
+	src/mesh/backend.c \
+	src/mesh/cleanup.c \
+	src/mesh/driver.c \
+	src/mesh/loader.c \
+	src/mesh/manifest.c \
+	src/mesh/table.c \
+	src/mesh/target.c \
+	src/mesh/worker.c \
+	src/mesh/native/native.c
+src_mesh_libmesh_la_CPPFLAGS = $(MESH_CPPFLAGS) $(MESH_DEP_CFLAGS)
+src_mesh_libmesh_la_CFLAGS = $(RIG_CFLAGS)
+src_librig_la_LIBADD += src/mesh/libmesh.la $(JANSSON_LIBS) $(XXHASH_LIBS) \
+	$(HWLOC_LIBS)
+
+# The worker API alone, linked statically into test and example programs
+# so that they are self-contained executables a catalog can hold.
+noinst_LTLIBRARIES += src/mesh/libmesh_worker.la
+src_mesh_libmesh_worker_la_SOURCES = src/mesh/worker.c
+src_mesh_libmesh_worker_la_CPPFLAGS = $(MESH_CPPFLAGS)
+src_mesh_libmesh_worker_la_CFLAGS = $(RIG_CFLAGS)
+
+# Prints the target triple; the catalog rules use it.
+noinst_PROGRAMS += src/mesh/mesh_target
+src_mesh_mesh_target_SOURCES = src/mesh/print_target.c src/mesh/target.c
+src_mesh_mesh_target_CPPFLAGS = $(MESH_CPPFLAGS)
+src_mesh_mesh_target_CFLAGS = $(RIG_CFLAGS)
+
+bin_PROGRAMS += tools/mesh_run
+tools_mesh_run_SOURCES = tools/mesh_run.c
+tools_mesh_run_CPPFLAGS = $(MESH_CPPFLAGS)
+tools_mesh_run_CFLAGS = $(RIG_CFLAGS)
+tools_mesh_run_LDADD = src/librig.la
+tools_mesh_run_LDFLAGS = $(RIG_LDFLAGS)
+# `make` also lays out the example catalog (no noinst_DATA to hang it on).
+EXTRA_tools_mesh_run_DEPENDENCIES = examples/mesh/programs.stamp
+
+# The example: examples/mesh/programs/pi/{manifest.json,<triple>/pi}.
+noinst_PROGRAMS += examples/mesh/pi
+examples_mesh_pi_SOURCES = examples/mesh/pi.c
+examples_mesh_pi_CPPFLAGS = $(MESH_CPPFLAGS)
+examples_mesh_pi_CFLAGS = $(RIG_CFLAGS)
+examples_mesh_pi_LDADD = src/mesh/libmesh_worker.la -lm
+examples_mesh_pi_LDFLAGS = $(RIG_LDFLAGS)
+
+examples/mesh/programs.stamp: examples/mesh/pi$(EXEEXT) \
+		src/mesh/mesh_target$(EXEEXT) $(srcdir)/examples/mesh/pi.json \
+		$(srcdir)/tests/mesh/make_catalog.sh
+	$(AM_V_GEN)triple=`src/mesh/mesh_target` && \
+	$(SHELL) $(srcdir)/tests/mesh/make_catalog.sh examples/mesh/programs \
+	  $(srcdir)/examples/mesh/pi.json "$$triple" \
+	  examples/mesh/pi$(EXEEXT) pi && touch $@
+
+# The test programs: one executable, a catalog entry per behaviour.
+check_PROGRAMS += tests/mesh/mesh_test_worker
+tests_mesh_mesh_test_worker_SOURCES = tests/mesh/worker_prog.c
+tests_mesh_mesh_test_worker_CPPFLAGS = $(MESH_CPPFLAGS)
+tests_mesh_mesh_test_worker_CFLAGS = $(RIG_CFLAGS)
+tests_mesh_mesh_test_worker_LDADD = src/mesh/libmesh_worker.la
+tests_mesh_mesh_test_worker_LDFLAGS = $(RIG_LDFLAGS)
+
+tests/mesh/programs.stamp: tests/mesh/mesh_test_worker$(EXEEXT) \
+		src/mesh/mesh_target$(EXEEXT) \
+		$(srcdir)/tests/mesh/make_catalog.sh \
+		$(MESH_TEST_MANIFESTS) $(MESH_TEST_MANIFESTS_NOBIN)
+	$(AM_V_GEN)triple=`src/mesh/mesh_target` && \
+	for m in $(MESH_TEST_MANIFESTS); do \
+	  name=`basename $$m .json` && \
+	  $(SHELL) $(srcdir)/tests/mesh/make_catalog.sh tests/mesh/programs \
+	    $(srcdir)/$$m "$$triple" tests/mesh/mesh_test_worker$(EXEEXT) \
+	    $$name || exit 1; \
+	done && \
+	for m in $(MESH_TEST_MANIFESTS_NOBIN); do \
+	  $(SHELL) $(srcdir)/tests/mesh/make_catalog.sh tests/mesh/programs \
+	    $(srcdir)/$$m "$$triple" || exit 1; \
+	done && touch $@
+
+CLEANFILES += examples/mesh/programs.stamp tests/mesh/programs.stamp \
+	'examples/mesh/programs/*/manifest.json' \
+	'examples/mesh/programs/*/*/*' \
+	'tests/mesh/programs/*/manifest.json' \
+	'tests/mesh/programs/*/*/*'
+
+MESH_TEST_CPPFLAGS = $(MESH_CPPFLAGS) $(CUNIT_CFLAGS) $(XXHASH_CFLAGS) \
+	-DMESH_TEST_PROGRAMS='"$(abs_top_builddir)/tests/mesh/programs"' \
+	-DMESH_TEST_SRCDIR='"$(abs_top_srcdir)"'
+
+if RIG_HAVE_CUNIT
+check_PROGRAMS += tests/mesh/test_manifest tests/mesh/test_backend \
+	tests/mesh/test_native
+TESTS += tests/mesh/test_manifest tests/mesh/test_backend \
+	tests/mesh/test_native
+UNIT_TESTS += tests/mesh/test_manifest tests/mesh/test_backend \
+	tests/mesh/test_native
+
+tests_mesh_test_manifest_SOURCES = tests/mesh/test_manifest.c \
+	tests/test_util.h
+tests_mesh_test_manifest_CPPFLAGS = $(MESH_TEST_CPPFLAGS)
+tests_mesh_test_manifest_CFLAGS = $(RIG_CFLAGS)
+tests_mesh_test_manifest_LDADD = src/librig.la $(CUNIT_LIBS) $(XXHASH_LIBS)
+tests_mesh_test_manifest_LDFLAGS = $(RIG_LDFLAGS)
+
+tests_mesh_test_backend_SOURCES = tests/mesh/test_backend.c \
+	tests/test_util.h
+tests_mesh_test_backend_CPPFLAGS = $(MESH_TEST_CPPFLAGS)
+tests_mesh_test_backend_CFLAGS = $(RIG_CFLAGS)
+tests_mesh_test_backend_LDADD = src/librig.la $(CUNIT_LIBS)
+tests_mesh_test_backend_LDFLAGS = $(RIG_LDFLAGS)
+EXTRA_tests_mesh_test_backend_DEPENDENCIES = tests/mesh/programs.stamp
+
+tests_mesh_test_native_SOURCES = tests/mesh/test_native.c tests/test_util.h
+tests_mesh_test_native_CPPFLAGS = $(MESH_TEST_CPPFLAGS)
+tests_mesh_test_native_CFLAGS = $(RIG_CFLAGS)
+tests_mesh_test_native_LDADD = src/librig.la $(CUNIT_LIBS)
+tests_mesh_test_native_LDFLAGS = $(RIG_LDFLAGS)
+EXTRA_tests_mesh_test_native_DEPENDENCIES = tests/mesh/programs.stamp
+endif
+
+TESTS += tests/mesh/test_mesh_run.sh
+
+endif
+endif
+endif

@@ -1,0 +1,72 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* mesh/worker.h: the worker-side API a native program uses in its nodes.
+ *
+ * The native backend starts each node of a launch as a process running the
+ * program's executable, with the mailbox and the program's scratch inherited
+ * as file descriptors and these environment variables:
+ *
+ *   MESH_MAILBOX_FD   the mailbox memfd (mesh/abi/control_block.h)
+ *   MESH_SCRATCH_FD   the scratch memfd, absent when the program has none
+ *   MESH_SLOT         the program's slot, 0..31
+ *   MESH_NODE         this node's index, 0..nodes-1
+ *   MESH_NODES        the nodes of the launch
+ *
+ * A node's life: mesh_worker_attach, mesh_worker_online (the driver waits
+ * for every node's), work in steps, polling mesh_worker_halted between them
+ * and raising progress points, then mesh_worker_detach and exit 0.  A node
+ * that never goes online fails its launch with "timeout: "; one that dies or
+ * exits non-zero is reported as crashed.  The API is for one thread of the
+ * node at a time, except mesh_worker_halted and mesh_worker_point, which
+ * any thread may call.
+ *
+ * Programs link this API from librig, or, to be a self-contained
+ * executable, from the static libmesh_worker of the build tree. */
+#ifndef MESH_WORKER_H
+#define MESH_WORKER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#pragma GCC visibility push(default)
+
+typedef struct mesh_worker mesh_worker;
+
+/* Attaches this process to its slot of the mailbox from the environment
+ * above.  Errors: "invalid: " (a variable missing or malformed), "system: "
+ * (mmap), "abi: " (the host runs another MESH_RT_ABI_VERSION; the node also
+ * reports it in P_ERROR so the launch fails with that reason).  *out is
+ * released with mesh_worker_detach. */
+bool mesh_worker_attach(mesh_worker **out, char **err);
+
+/* Marks this node online (P_ONLINE), once; later calls do nothing. */
+void mesh_worker_online(mesh_worker *w);
+
+/* Whether the host asked the slot to halt (P_HALT), or the host process is
+ * gone: the node should wrap up and exit. */
+bool mesh_worker_halted(const mesh_worker *w);
+
+/* Raises progress point i (< MESH_POINTS) to at least value (release):
+ * what this node wrote before is visible to whoever reads the point.
+ * Returns false for i out of range. */
+bool mesh_worker_point(mesh_worker *w, uint32_t i, uint64_t value);
+
+/* Reports the program's own failure code (P_ERROR, MESH_NODE_ERR_PROGRAM;
+ * code goes to P_ERROR_ARG); the first report of the slot sticks. */
+void mesh_worker_fail(mesh_worker *w, uint32_t code);
+
+/* This node's slot, index and the launch's node count. */
+uint32_t mesh_worker_slot(const mesh_worker *w);
+uint32_t mesh_worker_node(const mesh_worker *w);
+uint32_t mesh_worker_nodes(const mesh_worker *w);
+
+/* The program's scratch, shared by its nodes (NULL and 0 when none). */
+void *mesh_worker_scratch(const mesh_worker *w, size_t *bytes);
+
+/* Counts this node as exited cleanly (P_EXITED), unmaps and frees w
+ * (NULL: nothing). */
+void mesh_worker_detach(mesh_worker *w);
+
+#pragma GCC visibility pop
+
+#endif

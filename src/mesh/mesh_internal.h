@@ -1,0 +1,35 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* Internal declarations of the executors layer: the backends' constructors. */
+#ifndef MESH_INTERNAL_H
+#define MESH_INTERNAL_H
+
+#include "mesh/executors.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/* Settings resolved from mesh_backend_options and RIG_MESH_*. */
+typedef struct {
+    uint32_t online_timeout_ms;
+    uint32_t halt_ms;
+    uint32_t grace_ms;
+} mesh_settings;
+
+/* A backend constructor of the table (one per kind).  s is resolved (no
+ * zero field); *out is set only on success; errors as mesh_backend_open. */
+typedef bool (*mesh_open_fn)(const mesh_settings *s, mesh_backend **out,
+                             char **err);
+
+bool mesh_native_open(const mesh_settings *s, mesh_backend **out, char **err);
+
+/* The GPU and wasm backends' hooks.  src/mesh/cuda and src/mesh/wasm define
+ * them (strong symbols) when they are built; table.c carries weak stubs
+ * that answer "unsupported: " and say "not built", so the table is whole
+ * whether or not those folders are compiled in.  A backend that is built
+ * but finds no hardware still answers "unsupported: " from its open. */
+bool mesh_cuda_open(const mesh_settings *s, mesh_backend **out, char **err);
+bool mesh_cuda_built(void);
+bool mesh_wasm_open(const mesh_settings *s, mesh_backend **out, char **err);
+bool mesh_wasm_built(void);
+
+#endif

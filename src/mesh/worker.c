@@ -1,0 +1,223 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* The worker side of the native backend: a node attaches to its mailbox.
+ *
+ * libc only (no librig helper), so that the same file builds both into
+ * librig and into the static libmesh_worker that test and example programs
+ * link to be self-contained executables. */
+#include "mesh/worker.h"
+#include "mesh/abi/control_block.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+struct mesh_worker {
+    mesh_control_block *cb;
+    mesh_cb_slot *s;
+    uint32_t slot, node, nodes;
+    void *scratch;
+    size_t scratch_bytes;
+    pid_t host;
+    bool online;
+};
+
+static bool werr(char **err, const char *fmt, ...)
+{
+    if (err == NULL) {
+        return false;
+    }
+    va_list ap;
+    va_start(ap, fmt);
+    if (vasprintf(err, fmt, ap) < 0) {
+        *err = NULL;
+    }
+    va_end(ap);
+    return false;
+}
+
+static bool env_u32(const char *name, uint32_t *out, char **err)
+{
+    const char *v = getenv(name);
+    if (v == NULL || v[0] == '\0') {
+        return werr(err, "invalid: %s is not set (is this a mesh node?)", name);
+    }
+    char *end = NULL;
+    errno = 0;
+    unsigned long x = strtoul(v, &end, 10);
+    if (errno != 0 || *end != '\0' || v[0] == '-' || x > UINT32_MAX) {
+        return werr(err, "invalid: %s=%s is not an unsigned integer", name, v);
+    }
+    *out = (uint32_t)x;
+    return true;
+}
+
+static void report(mesh_cb_slot *s, uint32_t node, uint32_t code, uint32_t arg)
+{
+    uint32_t want = MESH_NODE_OK;
+    if (atomic_compare_exchange_strong_explicit(&s->error, &want, code,
+                                                memory_order_acq_rel,
+                                                memory_order_acquire)) {
+        atomic_store_explicit(&s->error_node, node, memory_order_release);
+        atomic_store_explicit(&s->error_arg, arg, memory_order_release);
+    }
+}
+
+bool mesh_worker_attach(mesh_worker **out, char **err)
+{
+    if (out == NULL) {
+        return werr(err, "invalid: mesh_worker_attach: out is NULL");
+    }
+    uint32_t mfd = 0, slot = 0, node = 0, nodes = 0, sfd = 0;
+    if (!env_u32("MESH_MAILBOX_FD", &mfd, err) ||
+        !env_u32("MESH_SLOT", &slot, err) ||
+        !env_u32("MESH_NODE", &node, err) ||
+        !env_u32("MESH_NODES", &nodes, err)) {
+        return false;
+    }
+    bool has_scratch = getenv("MESH_SCRATCH_FD") != NULL;
+    if (has_scratch && !env_u32("MESH_SCRATCH_FD", &sfd, err)) {
+        return false;
+    }
+    if (slot >= MESH_PROG_SLOTS || nodes == 0 || node >= nodes) {
+        return werr(err, "invalid: node %u of %u in slot %u is out of range",
+                    node, nodes, slot);
+    }
+    void *map = mmap(NULL, MESH_CB_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED,
+                     (int)mfd, 0);
+    if (map == MAP_FAILED) {
+        return werr(err, "system: mapping the mailbox (fd %u) failed: %s", mfd,
+                    strerror(errno));
+    }
+    close((int)mfd);
+    mesh_control_block *cb = map;
+    if (atomic_load_explicit(&cb->h.magic, memory_order_acquire) !=
+        MESH_CB_MAGIC) {
+        munmap(map, MESH_CB_BYTES);
+        return werr(err, "invalid: fd %u is not a mesh mailbox", mfd);
+    }
+    mesh_cb_slot *s = &cb->slot[slot];
+    if (cb->h.abi != MESH_RT_ABI_VERSION) {
+        report(s, node, MESH_NODE_ERR_ABI, MESH_RT_ABI_VERSION);
+        uint32_t host_abi = cb->h.abi;
+        munmap(map, MESH_CB_BYTES);
+        return werr(err,
+                    "abi: this program was built for runtime ABI %u; "
+                    "the host runs %u",
+                    MESH_RT_ABI_VERSION, host_abi);
+    }
+    mesh_worker *w = calloc(1, sizeof(*w));
+    if (w == NULL) {
+        munmap(map, MESH_CB_BYTES);
+        return werr(err, "nomem: mesh worker");
+    }
+    w->cb = cb;
+    w->s = s;
+    w->slot = slot;
+    w->node = node;
+    w->nodes = nodes;
+    w->host = (pid_t)cb->h.host_pid;
+    if (has_scratch) {
+        struct stat st;
+        void *sm = MAP_FAILED;
+        if (fstat((int)sfd, &st) == 0 && st.st_size > 0) {
+            sm = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE,
+                      MAP_SHARED, (int)sfd, 0);
+        }
+        if (sm == MAP_FAILED) {
+            int e = errno;
+            report(s, node, MESH_NODE_ERR_ATTACH, 0);
+            munmap(map, MESH_CB_BYTES);
+            free(w);
+            return werr(err,
+                        "system: mapping the scratch (fd %u) failed: "
+                        "%s",
+                        sfd, strerror(e));
+        }
+        close((int)sfd);
+        w->scratch = sm;
+        w->scratch_bytes = (size_t)st.st_size;
+    }
+    *out = w;
+    return true;
+}
+
+void mesh_worker_online(mesh_worker *w)
+{
+    if (w == NULL || w->online) {
+        return;
+    }
+    w->online = true;
+    atomic_fetch_add_explicit(&w->s->online, 1, memory_order_release);
+}
+
+bool mesh_worker_halted(const mesh_worker *w)
+{
+    if (w == NULL) {
+        return true;
+    }
+    return atomic_load_explicit(&w->s->halt, memory_order_acquire) != 0 ||
+           getppid() != w->host;
+}
+
+bool mesh_worker_point(mesh_worker *w, uint32_t i, uint64_t value)
+{
+    if (w == NULL || i >= MESH_POINTS) {
+        return false;
+    }
+    _Atomic uint64_t *p = &w->s->points[i];
+    uint64_t cur = atomic_load_explicit(p, memory_order_relaxed);
+    while (cur < value &&
+           !atomic_compare_exchange_weak_explicit(
+               p, &cur, value, memory_order_release, memory_order_relaxed)) {
+    }
+    return true;
+}
+
+void mesh_worker_fail(mesh_worker *w, uint32_t code)
+{
+    if (w != NULL) {
+        report(w->s, w->node, MESH_NODE_ERR_PROGRAM, code);
+    }
+}
+
+uint32_t mesh_worker_slot(const mesh_worker *w)
+{
+    return w != NULL ? w->slot : MESH_PROG_SLOTS;
+}
+
+uint32_t mesh_worker_node(const mesh_worker *w)
+{
+    return w != NULL ? w->node : 0;
+}
+
+uint32_t mesh_worker_nodes(const mesh_worker *w)
+{
+    return w != NULL ? w->nodes : 0;
+}
+
+void *mesh_worker_scratch(const mesh_worker *w, size_t *bytes)
+{
+    if (bytes != NULL) {
+        *bytes = w != NULL ? w->scratch_bytes : 0;
+    }
+    return w != NULL ? w->scratch : NULL;
+}
+
+void mesh_worker_detach(mesh_worker *w)
+{
+    if (w == NULL) {
+        return;
+    }
+    atomic_fetch_add_explicit(&w->s->exited, 1, memory_order_release);
+    if (w->scratch != NULL) {
+        munmap(w->scratch, w->scratch_bytes);
+    }
+    munmap(w->cb, MESH_CB_BYTES);
+    free(w);
+}

@@ -1,0 +1,185 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* mesh_run: runs one program of a catalog on this machine and says how it
+ * ended.
+ *
+ *   mesh_run --programs DIR NAME [--nodes N] [--backend KIND]
+ *            [--timeout-ms MS]
+ *   mesh_run --print-target
+ *
+ * It reads the program's payload, picks the first backend of its manifest
+ * this machine can open (or --backend), prepares it on the JIT thread,
+ * launches N nodes (default: the manifest's), waits until they are done
+ * (at most --timeout-ms, default 0 = no limit; then the program is halted)
+ * and prints one line: "mesh_run: NAME: done ..." or "... crashed: why".
+ * Exit status: 0 done, 1 crashed or failed to start, 2 usage, 3 timed out. */
+#include "mesh/driver.h"
+#include "mesh/executors.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static int usage(void)
+{
+    fprintf(stderr, "usage: mesh_run --programs DIR NAME [--nodes N] "
+                    "[--backend native|cuda|wasm] [--timeout-ms MS]\n"
+                    "       mesh_run --print-target\n");
+    return 2;
+}
+
+static bool parse_u32(const char *s, uint32_t *out)
+{
+    char *end = NULL;
+    unsigned long v = s != NULL ? strtoul(s, &end, 10) : 0;
+    if (s == NULL || s[0] == '\0' || s[0] == '-' || *end != '\0' ||
+        v > UINT32_MAX) {
+        return false;
+    }
+    *out = (uint32_t)v;
+    return true;
+}
+
+static double ms_since(const struct timespec *t0)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)(t.tv_sec - t0->tv_sec) * 1e3 +
+           (double)(t.tv_nsec - t0->tv_nsec) / 1e6;
+}
+
+static int fail(const char *name, char *err)
+{
+    fprintf(stderr, "mesh_run: %s: %s\n", name, err != NULL ? err : "?");
+    free(err);
+    return 1;
+}
+
+int main(int argc, char **argv)
+{
+    const char *root = NULL, *name = NULL, *backend = NULL;
+    uint32_t nodes = 0, timeout_ms = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--print-target") == 0) {
+            puts(mesh_native_target());
+            return 0;
+        } else if (strcmp(a, "--programs") == 0 && i + 1 < argc) {
+            root = argv[++i];
+        } else if (strcmp(a, "--nodes") == 0 && i + 1 < argc) {
+            if (!parse_u32(argv[++i], &nodes) || nodes == 0) {
+                return usage();
+            }
+        } else if (strcmp(a, "--backend") == 0 && i + 1 < argc) {
+            backend = argv[++i];
+        } else if (strcmp(a, "--timeout-ms") == 0 && i + 1 < argc) {
+            if (!parse_u32(argv[++i], &timeout_ms)) {
+                return usage();
+            }
+        } else if (a[0] != '-' && name == NULL) {
+            name = a;
+        } else {
+            return usage();
+        }
+    }
+    if (root == NULL || name == NULL) {
+        return usage();
+    }
+    char *err = NULL;
+    mesh_payload src;
+    if (!mesh_payload_read(root, name, &src, &err)) {
+        return fail(name, err);
+    }
+    /* mesh_payload_read parsed it already; files[0] is manifest.json. */
+    mesh_manifest m;
+    if (!mesh_manifest_parse((const char *)src.files[0].data, src.files[0].len,
+                             &m, &err)) {
+        mesh_payload_free(&src);
+        return fail(name, err);
+    }
+    /* The backend: --backend, else the first of the manifest that opens. */
+    mesh_backend *b = NULL;
+    uint32_t kind = 0;
+    if (backend != NULL) {
+        if (!mesh_backend_kind(backend, &kind)) {
+            mesh_manifest_free(&m);
+            mesh_payload_free(&src);
+            fprintf(stderr, "mesh_run: unknown backend %s\n", backend);
+            return usage();
+        }
+        if (!mesh_backend_open(kind, NULL, &b, &err)) {
+            mesh_manifest_free(&m);
+            mesh_payload_free(&src);
+            return fail(name, err);
+        }
+    } else {
+        for (size_t i = 0; i < m.nbackends && b == NULL; i++) {
+            free(err);
+            err = NULL;
+            kind = m.backends[i];
+            mesh_backend_open(kind, NULL, &b, &err);
+        }
+        if (b == NULL) {
+            mesh_manifest_free(&m);
+            mesh_payload_free(&src);
+            return fail(name, err);
+        }
+    }
+    mesh_manifest_free(&m);
+    mesh_driver *d = NULL;
+    if (!mesh_driver_open(b, &d, &err)) {
+        mesh_payload_free(&src);
+        mesh_backend_destroy(b);
+        return fail(name, err);
+    }
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    mesh_prepared p;
+    uint32_t slot = 0;
+    if (!mesh_driver_prepare(d, &src, NULL, root, &p, &err)) {
+        mesh_driver_close(d);
+        mesh_backend_destroy(b);
+        return fail(name, err);
+    }
+    uint64_t hash = p.hash;
+    uint32_t n = nodes != 0 ? nodes : p.manifest.nodes;
+    if (!mesh_driver_start(d, &p, nodes, &slot, &err)) {
+        mesh_driver_close(d);
+        mesh_backend_destroy(b);
+        return fail(name, err);
+    }
+    double online_ms = ms_since(&t0);
+    mesh_run_state state = MESH_RUN_RUNNING;
+    char *why = NULL;
+    bool ok = mesh_driver_wait(
+        d, slot, timeout_ms > 0 ? timeout_ms : UINT32_MAX, &state, &why, &err);
+    uint64_t point = mesh_driver_point(d, slot, 0);
+    int rc = 0;
+    char *label = mesh_backend_label(mesh_caps_word(b->ops->caps(b)));
+    if (!ok) {
+        fprintf(stderr, "mesh_run: %s: %s; halting it\n", name,
+                err != NULL ? err : "?");
+        rc = 3;
+    } else if (state == MESH_RUN_CRASHED) {
+        printf("mesh_run: %s: crashed: %s\n", name, why != NULL ? why : "?");
+        rc = 1;
+    } else {
+        printf("mesh_run: %s: done on %s, %u node(s), hash %016" PRIx64
+               ", online in %.1f ms, ended in %.1f ms, point 0 = %" PRIu64 "\n",
+               name, label != NULL ? label : "?", n, hash, online_ms,
+               ms_since(&t0), point);
+    }
+    free(label);
+    free(why);
+    free(err);
+    err = NULL;
+    if (!mesh_driver_stop(d, slot, &err)) {
+        fprintf(stderr, "mesh_run: %s: stop: %s\n", name,
+                err != NULL ? err : "?");
+        free(err);
+    }
+    mesh_driver_close(d);
+    mesh_backend_destroy(b);
+    return rc;
+}
