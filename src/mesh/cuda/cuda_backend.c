@@ -14,10 +14,14 @@
  *   relaunches them after; scratch lives in device memory owned by the
  *   kernel, so a program's state survives its relaunch.
  * - Occupancy: launch refuses ("limits: ") nodes that cannot all be
- *   resident beside the slots still running: a launch of n nodes of a
- *   kernel that fits m blocks per SM takes n/m SMs, and the running
- *   launches may take at most the SMs programs run on (caps.sms).  Resident
- *   nodes that cannot all be scheduled would never all come online.
+ *   resident beside the other slots' launches: a launch of n nodes of a
+ *   kernel that fits m blocks per SM takes n/m SMs, and the launches may
+ *   take at most the SMs programs run on (caps.sms).  Resident nodes that
+ *   cannot all be scheduled would never all come online.  A launch holds
+ *   its share until it ends by itself or its stream is dropped (unload); a
+ *   halted one keeps it, since a blink relaunches it.  The refusal comes
+ *   at launch, after a blink's halt: refusing before anything halts needs
+ *   the driver to ask first (mesh_kernel max_blocks_per_sm and caps).
  * - A kernel that faults (CUDA_ERROR_ILLEGAL_ADDRESS, ...) ends its launch:
  *   query reports done and crashed the driver's error name, once. */
 #include "cuda_internal.h"
@@ -827,7 +831,12 @@ static bool cuda_query(const mesh_backend *b, const mesh_stream *st,
     if (r != CUDA_SUCCESS && cs->fault == CUDA_SUCCESS) {
         cs->fault = r; /* crashed reports it */
     }
-    if (st->slot < MESH_PROG_SLOTS) {
+    /* A launch that ended by itself gives its SMs back.  One halted keeps
+     * them: it is about to be unloaded (which releases them) or relaunched
+     * by a blink, and a program loaded meanwhile must not take its place. */
+    if (st->slot < MESH_PROG_SLOTS &&
+        atomic_load_explicit(&be->mb->slot[st->slot].halt,
+                             memory_order_acquire) == 0) {
         be->occ[st->slot] = 0;
     }
     *done = true;

@@ -90,6 +90,16 @@ tests_cuda_test_cuda_compile_LDADD = $(CUDA_TEST_LDADD)
 tests_cuda_test_cuda_compile_LDFLAGS = $(RIG_LDFLAGS)
 TESTS += tests/cuda/test_cuda_compile
 UNIT_TESTS += tests/cuda/test_cuda_compile
+
+# The GPU tests: exit 77 with the reason where the backend does not open.
+check_PROGRAMS += tests/cuda/test_cuda_gpu
+tests_cuda_test_cuda_gpu_SOURCES = tests/cuda/test_cuda_gpu.c
+tests_cuda_test_cuda_gpu_CPPFLAGS = $(CUDA_TEST_CPPFLAGS)
+tests_cuda_test_cuda_gpu_CFLAGS = $(RIG_CFLAGS)
+tests_cuda_test_cuda_gpu_LDADD = $(CUDA_TEST_LDADD)
+tests_cuda_test_cuda_gpu_LDFLAGS = $(RIG_LDFLAGS)
+EXTRA_tests_cuda_test_cuda_gpu_DEPENDENCIES = $(CUDA_CATALOG)/.stamp
+TESTS += tests/cuda/test_cuda_gpu
 endif
 endif
 endif
