@@ -59,6 +59,8 @@ typedef struct {
     uint32_t local;
     uint32_t max_blocks;
     char *entry;
+    /* Recorded after each launch: unload waits for it (bounded). */
+    CUevent last;
     mesh_kernel pub;
 } cuda_kernel;
 
@@ -515,11 +517,48 @@ static bool k_global_u32(const mesh_kernel *k, const char *name, uint32_t *out,
                          "cuMemcpyDtoH", err);
 }
 
-/* Releases the module and scratch (the context made current). */
-static void kernel_release(cuda_kernel *ck)
+/* Waits until the kernel's last launch is over, at most the halt and
+ * grace times: unloading a module under a running kernel is undefined. */
+static bool kernel_idle(cuda_kernel *ck)
+{
+    const mesh_cu_lib *cu = &ck->be->cu;
+    if (ck->last == NULL) {
+        return true;
+    }
+    uint64_t limit =
+        (uint64_t)(ck->be->set.halt_ms + ck->be->set.grace_ms) * 1000000u;
+    uint64_t t0 = rig_now_ns();
+    rig_backoff bo = {0};
+    while (cu->cuEventQuery_p(ck->last) == CUDA_ERROR_NOT_READY) {
+        if (rig_now_ns() - t0 > limit) {
+            return false;
+        }
+        rig_backoff_step(&bo);
+    }
+    return true;
+}
+
+/* Releases the module and scratch (the context made current).  A kernel
+ * still running past the wait keeps them: a leak, not a fault. */
+static bool kernel_release(cuda_kernel *ck)
 {
     const mesh_cu_lib *cu = &ck->be->cu;
     cu->cuCtxSetCurrent_p(ck->be->ctx);
+    bool idle = kernel_idle(ck);
+    if (!idle) {
+        rig_log(RIG_LOG_ERROR,
+                "mesh: cuda: kernel %s still runs %u ms after its halt; its "
+                "module and scratch stay allocated",
+                ck->entry != NULL ? ck->entry : "?",
+                ck->be->set.halt_ms + ck->be->set.grace_ms);
+        free(ck->entry);
+        ck->entry = NULL;
+        return false;
+    }
+    if (ck->last != NULL) {
+        cu->cuEventDestroy_p(ck->last);
+        ck->last = NULL;
+    }
     if (ck->scratch != 0) {
         cu->cuMemFree_p(ck->scratch);
         ck->scratch = 0;
@@ -530,6 +569,7 @@ static void kernel_release(cuda_kernel *ck)
     }
     free(ck->entry);
     ck->entry = NULL;
+    return true;
 }
 
 static void k_drop(mesh_kernel *k)
@@ -633,6 +673,11 @@ static bool kernel_load(cuda_backend *be, const mesh_prepared *p,
             return false;
         }
     }
+    if (!mesh_cu_check(cu,
+                       cu->cuEventCreate_p(&ck->last, CU_EVENT_DISABLE_TIMING),
+                       NULL, "cuEventCreate", err)) {
+        return false;
+    }
     ck->scratch_bytes = m->scratch;
     ck->threads = m->threads;
     ck->shared = m->shared;
@@ -691,11 +736,22 @@ static bool cuda_load(const mesh_backend *b, mesh_prepared *p,
 static bool cuda_unload(const mesh_backend *b, mesh_kernel *k, char **err)
 {
     (void)b;
-    (void)err;
-    if (k == NULL) {
+    cuda_kernel *ck = kernel_of(k);
+    if (k == NULL || ck == NULL) {
+        free(k);
         return true;
     }
-    mesh_kernel_drop(k);
+    bool idle = kernel_release(ck);
+    unsigned ms = ck->be->set.halt_ms + ck->be->set.grace_ms;
+    free(ck);
+    k->self = NULL;
+    free(k);
+    if (!idle) {
+        return rig_err(err,
+                       "timeout: the kernel still ran %u ms after its "
+                       "halt; its module stays loaded",
+                       ms);
+    }
     return true;
 }
 
@@ -804,6 +860,13 @@ static bool cuda_launch(const mesh_backend *b, const mesh_stream *st,
                                  ? "limits"
                                  : "load",
                              "cuLaunchKernel", err);
+    }
+    r = be->cu.cuEventRecord_p(ck->last, cs->stream);
+    if (r != CUDA_SUCCESS) {
+        rig_log(RIG_LOG_WARN,
+                "mesh: cuda: cuEventRecord failed: %s; unload "
+                "will not wait for slot %u",
+                mesh_cu_name(&be->cu, r), slot);
     }
     be->occ[slot] = want;
     cs->faulted = false;

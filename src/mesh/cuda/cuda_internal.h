@@ -63,6 +63,10 @@
     X(cuStreamQuery)                                                           \
     X(cuStreamSynchronize)                                                     \
     X(cuStreamDestroy)                                                         \
+    X(cuEventCreate)                                                           \
+    X(cuEventRecord)                                                           \
+    X(cuEventQuery)                                                            \
+    X(cuEventDestroy)                                                          \
     X(cuLaunchKernel)
 
 /* Green contexts (CUDA 12.4 drivers and later): optional; without them an
