@@ -1,0 +1,104 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* mesh/wasm.h: the host interface a wasm program imports, and its rules.
+ *
+ * A wasm program is a catalog directory (mesh/loader.h) whose manifest
+ * lists "wasm" in its backends and whose module is the file the manifest's
+ * "wasm" key names ("<name>.wasm" by default).  The wasm backend compiles
+ * the module ahead of time (wabt's wasm2c, then the system C compiler, into
+ * a shared object cached per user by the payload's hash) and runs one
+ * instance of it per node, each on a lease lane: a thread of rig's process
+ * bound with hwloc to one core of those the backend may use.
+ *
+ * The module.  Version 1 of the binary format, the features wasm2c enables
+ * by default, at most one memory (not shared), and:
+ *   - an exported function named by the manifest's "entry" (default: the
+ *     program's name) of type [] -> []: a node runs it once, from start to
+ *     return; returning ends the node cleanly (it counts in P_EXITED);
+ *   - imports only the functions below, all from module "mesh"
+ *     (MESH_WASM_IMPORT_MODULE), each with exactly the type shown; a module
+ *     that imports anything else, or no entry, is refused at prepare with
+ *     "unsupported: " or "compile: " naming the culprit.
+ *
+ * The imports, in the text format's notation:
+ *
+ *   (func $online)                       go online: counts the node in
+ *                                        P_ONLINE, once (later calls do
+ *                                        nothing).  A launch whose nodes are
+ *                                        not all online within the online
+ *                                        timeout fails with "timeout: ".
+ *   (func $slot (result i32))            the program's slot, 0..31
+ *   (func $node (result i32))            this node's index, 0..nodes-1
+ *   (func $nodes (result i32))           the nodes of the launch
+ *   (func $halted (result i32))          1 once the host asked the slot to
+ *                                        halt (P_HALT), else 0: the program
+ *                                        should then return from its entry
+ *   (func $point (param i32 i64) (result i32))
+ *                                        raises progress point i (< 8) to at
+ *                                        least value (release: what the
+ *                                        node wrote to the scratch before is
+ *                                        visible to the point's reader);
+ *                                        1, or 0 for i out of range
+ *   (func $fail (param i32))             reports the program's own failure
+ *                                        code (P_ERROR = MESH_NODE_ERR_
+ *                                        PROGRAM, the code in P_ERROR_ARG;
+ *                                        the slot's first report sticks)
+ *   (func $scratch_size (result i64))    bytes of the program's scratch,
+ *                                        shared by its nodes (manifest
+ *                                        "scratch"; 0: none)
+ *   (func $scratch_read (param $dst i32) (param $off i64) (param $len i32))
+ *                                        copies len bytes of the scratch at
+ *                                        off into linear memory at dst
+ *   (func $scratch_write (param $off i64) (param $src i32) (param $len i32))
+ *                                        copies len bytes of linear memory
+ *                                        at src into the scratch at off
+ *
+ * Scratch copies are plain byte copies: nodes that share a range order
+ * their accesses with progress points (or their own protocol).
+ *
+ * Sandboxing.  A node touches only its own linear memory (guard pages
+ * around it: an access outside traps), the scratch through the two copies
+ * above (a range outside the scratch or the memory traps), and the mailbox
+ * words the imports name.  A trap -- out of bounds memory access, integer
+ * divide by zero, unreachable, call stack exhausted, ... -- ends that node
+ * only: the other nodes go on, and the backend reports the first trap of
+ * the launch once through `crashed`: "node 1 trapped: out of bounds memory
+ * access".
+ *
+ * Halting.  Unloading a program raises P_HALT; nodes get RIG_MESH_HALT_MS
+ * (500) to return.  A node still running then is ended at its next
+ * *check*: its next call of any import, its next memory.grow, or its next
+ * access to its linear memory (the backend revokes the memory's pages),
+ * each of which traps it; it gets RIG_MESH_GRACE_MS (1000) for that.  A
+ * program that does none of these -- a loop that neither calls the host nor
+ * touches memory -- cannot be stopped: its lane is abandoned (it keeps its
+ * core busy until the process exits), its code stays mapped, and the
+ * unload reports "timeout: node N of <program> ignored the halt ...".
+ *
+ * Settings (environment):
+ *   RIG_WASM2C                 wasm2c to run (default: the one configure
+ *                              found)
+ *   RIG_WASM_CC                the C compiler (default "cc")
+ *   RIG_WASM_RT_DIR            directory of wasm-rt.h (default: the one
+ *                              configure found, /usr/src/wasm2c)
+ *   RIG_WASM_CACHE             directory of compiled modules (default
+ *                              $XDG_CACHE_HOME/rig/wasm, else
+ *                              /tmp/rig-wasm-<uid>); it must belong to the
+ *                              user and not be writable by others
+ *   RIG_WASM_COMPILE_TIMEOUT_MS  a wasm2c or compiler run is killed past it
+ *                              (120000)
+ *   RIG_WASM_CORES             use at most this many cores for lanes
+ *                              (default: every core the process may use)
+ *
+ * Header only: constants for embedders and tools; the backend itself is
+ * opened with mesh_backend_open(MESH_BACKEND_WASM, ...) (mesh/executors.h).
+ */
+#ifndef MESH_WASM_H
+#define MESH_WASM_H
+
+/* The module name every import of a wasm program comes from. */
+#define MESH_WASM_IMPORT_MODULE "mesh"
+
+/* The progress points a node may raise (P_POINTS). */
+#define MESH_WASM_POINTS 8u
+
+#endif
