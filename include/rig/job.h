@@ -1,0 +1,194 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* rig/job.h: an MPI job's rails between ranks, carried over UCX.
+ *
+ * Concepts.
+ *
+ * A *job* is rig opened on an MPI communicator: one UCX context and worker
+ * per process, their addresses exchanged at open, one progress thread that
+ * sleeps when nothing is outstanding, and one dynamic MPI window through
+ * which every end of the job is also reachable by MPI RMA.  Every rank of
+ * the communicator is a *machine* of the job and has a host record
+ * (rig_job_host).
+ *
+ * A *rail* (rig/remote_abi.h) between two ranks is made by both calling
+ * rig_job_rail naming each other; the send list of one must equal the
+ * receive list of the other.  Calls between one pair are matched in the
+ * order they are made (the k-th call of rank a naming b pairs with the k-th
+ * call of b naming a), so a rank may make any number of rails to any number
+ * of peers, but -- as with blocking MPI sends -- the ranks must not wait for
+ * each other in a cycle (make all-pairs rails in one global order of pairs).
+ * A rail's id is the same at both ends and unique in the job.
+ *
+ * The end memory of a rail is one allocation: counts, outbound and inbound
+ * areas each starting on a page, sized as the spec says, allocated by UCX
+ * (so that a peer on the same node maps it and moves bytes with plain
+ * stores, no syscall per transfer), bound to the NUMA node of the calling
+ * rank's cores, registered with cuMemHostRegister where a CUDA driver and GPU
+ * are present, and attached to the job's MPI window.
+ *
+ * rig_end_ready on a rail carries every transfer up to the count inline on
+ * the calling thread when it can (a mapped peer: plain stores, one release
+ * store of `arrived`); otherwise it posts UCX puts and the progress thread
+ * finishes them.  Ends fail (every count raised to RIG_COUNT_FAILED) when a
+ * peer dies, a put fails, or rig_job_fail is called.
+ *
+ * Settings: rig_job_options, each overridable by a RIG_* environment
+ * variable, which wins (rig_transport_info prints them all):
+ *   RIG_TRANSPORT   "ucx" (the only one built so far)
+ *   RIG_NUMA        "auto" (bind ends to the rank's NUMA node) | "off"
+ *   RIG_CUDA        "auto" (cuMemHostRegister when a GPU is present) | "off"
+ *   RIG_SHM_STORES  "auto" (plain stores to mapped same-node peers) | "off"
+ *                   (always UCX puts; for testing the network path)
+ *
+ * Threads and MPI: rig_job_open and rig_job_close are collective and call
+ * MPI; rig_job_rail calls MPI point-to-point on the job's own communicator,
+ * so concurrent calls from several threads need MPI_THREAD_MULTIPLE.  The
+ * progress thread never calls MPI.  Everything else may be called from any
+ * thread.
+ *
+ * Errors follow rig/remote_abi.h: false plus a malloc'd *err starting with a
+ * reason word (invalid:, failed:, system:, nomem:, unsupported:). */
+#ifndef RIG_JOB_H
+#define RIG_JOB_H
+
+#include <rig/api.h>
+#include <rig/remote_abi.h>
+
+#include <mpi.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct rig_job rig_job;
+
+/* A setting that may be on, off, or decided by what the machine offers. */
+typedef enum {
+    RIG_AUTO = 0, /* the default: on when the machine supports it */
+    RIG_OFF = 1,
+    RIG_ON = 2 /* on, and an error when the machine does not support it */
+} rig_switch;
+
+/* Options of rig_job_open; rig_job_options_init fills the defaults.  Each
+ * is overridden by its environment variable (named beside it) when set. */
+typedef struct {
+    /* "ucx" (default).  RIG_TRANSPORT. */
+    const char *transport;
+    /* Bind end memory to the NUMA node of the rank's cores.  RIG_NUMA. */
+    rig_switch numa;
+    /* Register end memory with cuMemHostRegister.  RIG_CUDA. */
+    rig_switch cuda;
+    /* Carry rails to same-node peers by plain stores into mapped memory;
+     * RIG_OFF forces UCX puts everywhere.  RIG_SHM_STORES. */
+    rig_switch shm_stores;
+} rig_job_options;
+
+/* Fills *opt with the defaults ("ucx", RIG_AUTO everywhere).  opt must not
+ * be NULL.  Any thread. */
+RIG_API void rig_job_options_init(rig_job_options *opt);
+
+/* Opens a job on comm (duplicated; the caller keeps comm).  Collective over
+ * comm: every rank calls it, and either all succeed or all return false
+ * (each naming its own cause, or "failed: rank N could not open: ..." for a
+ * peer's).  opt may be NULL (defaults).  MPI must be initialised.  Errors:
+ * "invalid:" for a NULL out, MPI_COMM_NULL or a malformed option or RIG_*
+ * variable, "unsupported:" for a transport this build lacks or comm an
+ * intercommunicator, "system:" for a failed UCX, hwloc or MPI call,
+ * "nomem:".  *out is set only on success; close it with rig_job_close. */
+RIG_API bool rig_job_open(MPI_Comm comm, const rig_job_options *opt,
+                          rig_job **out, char **err);
+
+/* This rank's rank in the job's communicator and the job's size; -1 for
+ * NULL. */
+RIG_API int rig_job_rank(const rig_job *job);
+RIG_API int rig_job_size(const rig_job *job);
+
+/* Makes a rail between this rank and peer that carries send[0..nsend) from
+ * this rank and receive[0..nreceive) to it.  peer calls it too, naming this
+ * rank, with the lists swapped; calls between a pair are matched in order.
+ * Blocks until the peer's matching call.  Both ranks get the same outcome:
+ * "invalid:" with the rig_check_transfers message (of either side's lists,
+ * "invalid: rank 2's lists: ..." for the peer's), or naming the first
+ * difference between one's send and the other's receive; "failed:" for a
+ * failed or closed job, or the peer's failure to make its end (naming
+ * it); "system:"/"nomem:" naming the call that failed making this end.
+ * Errors found before contacting the peer, which therefore cannot tell it,
+ * are the caller's programming errors: "invalid:" for a NULL job or out, a
+ * peer out of range or equal to this rank, a NULL list with a nonzero
+ * count.  *out (one reference; release with rig_rail_release) is set only
+ * on success; nothing half-made is left behind on failure.  Any thread
+ * (see MPI above). */
+RIG_API bool rig_job_rail(rig_job *job, int peer, const rig_transfer *send,
+                          size_t nsend, const rig_transfer *receive,
+                          size_t nreceive, rig_rail **out, char **err);
+
+/* The rank at the other end of a rail of this job, or -1 for NULL
+ * arguments or a rail this job did not make.  Any thread. */
+RIG_API int rig_job_rail_peer(const rig_job *job, const rig_rail *rail);
+
+/* The host record of rank's machine, valid until rig_job_close; NULL for a
+ * NULL job or a rank out of range.  Its rail function makes a rail between
+ * that rank and this one (peer NULL) through rig_job_rail, with the lists
+ * seen from that rank; rails between two other ranks are "unsupported:"
+ * so far.  Its machine is "<hostname>:<rank>".  threads() answers 0 (no
+ * programs are loaded by this layer).  Any thread. */
+RIG_API const rig_host *rig_job_host(const rig_job *job, int rank);
+
+/* The job's dynamic MPI window: every end of the job is attached to it at
+ * the address of its memory (MPI_Get_address; see rig_job_rail_disp), so
+ * MPI RMA reaches it.  The window belongs to the job (do not free it) and
+ * lives until rig_job_close.  False with "invalid:" for NULL arguments.
+ * Any thread.  Why a dynamic window: ends must be allocated by UCX for
+ * same-node peers to map them, and rails are made pair by pair, so ends are
+ * attached locally (MPI_Win_attach) rather than allocated by a collective
+ * MPI_Win_allocate.  Open MPI's osc ucx crashes on dynamic windows with
+ * UCX 1.13 (posix rkey unpack); run with osc rdma (--mca osc ^ucx). */
+RIG_API bool rig_job_window(const rig_job *job, MPI_Win *out, char **err);
+
+/* Where the peer's end of a rail sits in the peer's window memory: its
+ * counts, outbound and inbound areas as window displacements (addresses)
+ * at rank *peer.  False with "invalid:" for NULL arguments or a rail this
+ * job did not make.  Any thread. */
+typedef struct {
+    int rank;
+    MPI_Aint counts;
+    MPI_Aint outbound;
+    MPI_Aint inbound;
+} rig_job_peer_end;
+RIG_API bool rig_job_rail_disp(const rig_job *job, const rig_rail *rail,
+                               rig_job_peer_end *out, char **err);
+
+/* Fails the job here: every count of every live end of the job is raised
+ * to RIG_COUNT_FAILED for good, every peer this rank has rails with is told
+ * (their ends of those rails fail too), and later rig_job_rail calls fail
+ * with "failed: <why>".  why may be NULL.  Idempotent; any thread; not
+ * collective. */
+RIG_API void rig_job_fail(rig_job *job, const char *why);
+
+/* Whether the job failed (here, or told by a peer). */
+RIG_API bool rig_job_failed(const rig_job *job);
+
+/* Closes the job: stops every transfer of every rail (ends stay readable
+ * and ready only advances the count), stops the progress thread, frees the
+ * window and the ends no one holds; an end still held (a rail or an end
+ * reference) keeps its memory until released.  Collective over the job's
+ * communicator, which must still be usable (MPI not finalized).  NULL is
+ * ignored.  No other call may use job concurrently or after. */
+RIG_API void rig_job_close(rig_job *job);
+
+/* Prints the transport section of rig_info to out: the UCX version and the
+ * transport resources a job would use, the NUMA node ends go to, whether
+ * CUDA registration is available, and every RIG_* setting of this layer
+ * with its value and default.  Needs no MPI.  False with "invalid:" for a
+ * NULL out, "system:" naming a failed UCX or hwloc call.  Any thread. */
+RIG_API bool rig_transport_info(FILE *out, char **err);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,150 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* Assertions and helpers shared by the MPI tests (run by mpitest.sh).
+ *
+ * A failed assertion prints the rank, place and both values, then aborts
+ * the whole job (MPI_Abort), so a failure never leaves a peer waiting. */
+#ifndef RIG_MPITEST_H
+#define RIG_MPITEST_H
+
+#include <rig/job.h>
+
+#include <inttypes.h>
+#include <mpi.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int t_rank = -1;
+
+static void t_fail(const char *file, int line, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4), noreturn));
+
+static void t_fail(const char *file, int line, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "FAIL rank %d: %s:%d: ", t_rank, file, line);
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, "\n");
+    va_end(ap);
+    fflush(stderr);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+    abort();
+}
+
+#define T_FAIL(...) t_fail(__FILE__, __LINE__, __VA_ARGS__)
+
+#define T_ASSERT(c)                                                            \
+    do {                                                                       \
+        if (!(c)) {                                                            \
+            T_FAIL("assertion failed: %s", #c);                                \
+        }                                                                      \
+    } while (0)
+
+#define T_EQ(a, b)                                                             \
+    do {                                                                       \
+        uint64_t t_a = (uint64_t)(a), t_b = (uint64_t)(b);                     \
+        if (t_a != t_b) {                                                      \
+            T_FAIL("%s == %s: %" PRIu64 " != %" PRIu64, #a, #b, t_a, t_b);     \
+        }                                                                      \
+    } while (0)
+
+/* expr must pass &t_err as its error argument and succeed. */
+#define T_OK(expr)                                                             \
+    do {                                                                       \
+        char *t_err = NULL;                                                    \
+        if (!(expr)) {                                                         \
+            T_FAIL("%s failed: %s", #expr,                                     \
+                   t_err != NULL ? t_err : "(no message)");                    \
+        }                                                                      \
+        free(t_err);                                                           \
+    } while (0)
+
+/* expr must pass &t_err and fail with a message starting with prefix and
+ * containing has (may be ""); the message is left in *msg_out when msg_out
+ * is not NULL (the caller frees it). */
+#define T_ERR(expr, prefix, has, msg_out)                                      \
+    do {                                                                       \
+        char *t_err = NULL;                                                    \
+        if (expr) {                                                            \
+            T_FAIL("%s succeeded; expected %s", #expr, prefix);                \
+        }                                                                      \
+        if (t_err == NULL || strncmp(t_err, prefix, strlen(prefix)) != 0 ||    \
+            strstr(t_err, has) == NULL) {                                      \
+            T_FAIL("%s: message \"%s\" lacks \"%s\"...\"%s\"", #expr,          \
+                   t_err != NULL ? t_err : "(none)", prefix, has);             \
+        }                                                                      \
+        char **t_out = (msg_out);                                              \
+        if (t_out != NULL) {                                                   \
+            *t_out = t_err;                                                    \
+        } else {                                                               \
+            free(t_err);                                                       \
+        }                                                                      \
+    } while (0)
+
+/* A small deterministic generator (splitmix64), the same at every rank. */
+static inline uint64_t t_rand(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+/* The byte at offset x of a sender's outbound copy in run r. */
+static inline uint8_t t_byte(uint64_t x, uint64_t r, unsigned salt)
+{
+    return (uint8_t)(x + (x >> 8) * 3 + (x >> 16) * 5 + r * 7 + salt * 13);
+}
+
+static inline void t_fill(uint8_t *p, size_t len, uint64_t r, unsigned salt)
+{
+    for (size_t x = 0; x < len; x++) {
+        p[x] = t_byte(x, r, salt);
+    }
+}
+
+/* Checks that p[0..len) holds bytes src.. of run r of salt's outbound. */
+#define T_LANDED(p, src, len, r, salt)                                         \
+    do {                                                                       \
+        const uint8_t *t_p = (p);                                              \
+        for (size_t t_i = 0; t_i < (size_t)(len); t_i++) {                     \
+            uint8_t t_want = t_byte((uint64_t)(src) + t_i, (r), (salt));       \
+            if (t_p[t_i] != t_want) {                                          \
+                T_FAIL("byte %zu of %zu (run %llu): %u != %u", t_i,            \
+                       (size_t)(len), (unsigned long long)(r),                 \
+                       (unsigned)t_p[t_i], (unsigned)t_want);                  \
+            }                                                                  \
+        }                                                                      \
+    } while (0)
+
+/* Round r of a round-robin tournament over n ranks (n rounds for odd n,
+ * n - 1 for even): this rank's partner, or -1 for a bye. */
+static inline int t_partner(int rank, int n, int r)
+{
+    int m = n % 2 == 0 ? n : n + 1; /* with a phantom rank for odd n */
+    int p;
+    if (rank == m - 1) {
+        /* rank m-1 meets the rank x with 2x = r mod (m-1) */
+        p = -1;
+        for (int x = 0; x < m - 1; x++) {
+            if ((2 * x) % (m - 1) == r % (m - 1)) {
+                p = x;
+            }
+        }
+    } else if ((2 * rank) % (m - 1) == r % (m - 1)) {
+        p = m - 1;
+    } else {
+        p = ((r - rank) % (m - 1) + (m - 1)) % (m - 1);
+    }
+    return p >= n ? -1 : p;
+}
+
+static inline int t_rounds(int n)
+{
+    return n % 2 == 0 ? n - 1 : n;
+}
+
+#endif

@@ -1,0 +1,466 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* Jobs and rails under bad input and failure: argument checks, bad and
+ * mismatched lists rejected on both sides, a peer that cannot make its
+ * end, NUMA-bound ends, an idle job's CPU time, host records, rig_job_fail,
+ * and ends that outlive rig_job_close.
+ *
+ * Run by mpitest.sh at 2, 3 and 4 ranks (ranks 0 and 1 make the rails;
+ * the others take part in the collective calls), over shared memory and
+ * over UCX_TLS=tcp,self. */
+#include "mpitest.h"
+
+#include <hwloc.h>
+#include <stdatomic.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
+
+static int rank, size;
+
+/* Both ranks of the pair must get the same message. */
+static void same_text(int peer, const char *msg)
+{
+    char theirs[1024] = {0};
+    char mine[1024] = {0};
+    snprintf(mine, sizeof(mine), "%s", msg);
+    MPI_Sendrecv(mine, sizeof(mine), MPI_CHAR, peer, 5, theirs, sizeof(theirs),
+                 MPI_CHAR, peer, 5, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    if (strcmp(mine, theirs) != 0) {
+        T_FAIL("ranks disagree: \"%s\" here, \"%s\" at rank %d", mine, theirs,
+               peer);
+    }
+}
+
+static void test_open_errors(void)
+{
+    rig_job *job = NULL;
+    T_ERR(rig_job_open(MPI_COMM_NULL, NULL, &job, &t_err),
+          "invalid:", "MPI_COMM_NULL", NULL);
+    T_ERR(rig_job_open(MPI_COMM_WORLD, NULL, NULL, &t_err), "invalid:", "out",
+          NULL);
+    rig_job_options o;
+    rig_job_options_init(&o);
+    o.transport = "mpi";
+    T_ERR(rig_job_open(MPI_COMM_WORLD, &o, &job, &t_err), "unsupported:", "mpi",
+          NULL);
+    o.transport = "carrier-pigeon";
+    T_ERR(rig_job_open(MPI_COMM_WORLD, &o, &job, &t_err),
+          "invalid:", "carrier-pigeon", NULL);
+    rig_job_options_init(&o);
+    o.numa = (rig_switch)7;
+    T_ERR(rig_job_open(MPI_COMM_WORLD, &o, &job, &t_err), "invalid:", "switch",
+          NULL);
+    /* A bad variable at one rank fails the open at every rank. */
+    if (rank == size - 1) {
+        setenv("RIG_NUMA", "sideways", 1);
+        T_ERR(rig_job_open(MPI_COMM_WORLD, NULL, &job, &t_err),
+              "invalid:", "RIG_NUMA=sideways", NULL);
+        unsetenv("RIG_NUMA");
+    } else {
+        char want[64];
+        snprintf(want, sizeof(want), "rank %d could not open", size - 1);
+        T_ERR(rig_job_open(MPI_COMM_WORLD, NULL, &job, &t_err), "failed:", want,
+              NULL);
+    }
+    T_ASSERT(job == NULL);
+    if (rank == 0) {
+        printf("ok: rig_job_open rejects bad arguments at every rank\n");
+    }
+}
+
+static void test_rail_args(rig_job *job)
+{
+    rig_transfer t = {0, 0, 8};
+    rig_rail *r = NULL;
+    T_ERR(rig_job_rail(NULL, 0, &t, 1, &t, 1, &r, &t_err), "invalid:", "job",
+          NULL);
+    T_ERR(rig_job_rail(job, (rank + 1) % size, &t, 1, &t, 1, NULL, &t_err),
+          "invalid:", "out", NULL);
+    T_ERR(rig_job_rail(job, -1, &t, 1, &t, 1, &r, &t_err),
+          "invalid:", "peer -1 is out of range", NULL);
+    T_ERR(rig_job_rail(job, size, &t, 1, &t, 1, &r, &t_err),
+          "invalid:", "out of range", NULL);
+    T_ERR(rig_job_rail(job, rank, &t, 1, &t, 1, &r, &t_err),
+          "invalid:", "this rank", NULL);
+    T_ERR(rig_job_rail(job, (rank + 1) % size, NULL, 2, &t, 1, &r, &t_err),
+          "invalid:", "NULL", NULL);
+    T_ASSERT(r == NULL);
+    T_ASSERT(rig_job_host(job, -1) == NULL);
+    T_ASSERT(rig_job_host(job, size) == NULL);
+    T_ASSERT(rig_job_host(NULL, 0) == NULL);
+    T_EQ(rig_job_rail_peer(job, NULL), (uint64_t)-1);
+    MPI_Win w;
+    T_ERR(rig_job_window(NULL, &w, &t_err), "invalid:", "job", NULL);
+    T_ERR(rig_job_window(job, NULL, &t_err), "invalid:", "out", NULL);
+    rig_job_peer_end pe;
+    T_ERR(rig_job_rail_disp(job, NULL, &pe, &t_err), "invalid:", "rail", NULL);
+    T_ERR(rig_transport_info(NULL, &t_err), "invalid:", "out", NULL);
+    if (rank == 0) {
+        printf("ok: rig_job_rail and friends reject bad arguments\n");
+    }
+}
+
+/* A plain working rail between 0 and 1, used after each rejected one to
+ * show the pair is still in step. */
+static void rail_works(rig_job *job, int peer)
+{
+    rig_transfer t = {0, 0, 16};
+    rig_rail *r;
+    T_OK(rig_job_rail(job, peer, &t, 1, &t, 1, &r, &t_err));
+    rig_end *e = rig_rail_local(r);
+    t_fill(rig_end_outbound(e).base, 16, 5, (unsigned)rank);
+    rig_end_ready(e, 1);
+    T_ASSERT(rig_end_wait_arrived(e, 1));
+    T_LANDED(rig_end_inbound(e).base, 0, 16, 5, (unsigned)peer);
+    T_ASSERT(rig_end_wait_sent(e, 1));
+    MPI_Sendrecv(MPI_BOTTOM, 0, MPI_BYTE, peer, 7, MPI_BOTTOM, 0, MPI_BYTE,
+                 peer, 7, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    rig_rail_release(r);
+}
+
+static void test_bad_lists(rig_job *job)
+{
+    if (rank > 1) {
+        return;
+    }
+    int peer = 1 - rank;
+    rig_rail *r = NULL;
+    char *msg = NULL;
+
+    /* Rank 0's own lists are bad: its own check message; rank 1 hears. */
+    rig_transfer bad = {0, 0, 0}, good = {0, 0, 8};
+    if (rank == 0) {
+        T_ERR(rig_job_rail(job, peer, &bad, 1, &good, 1, &r, &t_err),
+              "invalid:", "send[0] has length 0", NULL);
+    } else {
+        T_ERR(rig_job_rail(job, peer, &good, 1, &good, 1, &r, &t_err),
+              "invalid:", "rank 0's lists: send[0] has length 0", NULL);
+    }
+    rail_works(job, peer);
+
+    /* Both empty. */
+    T_ERR(rig_job_rail(job, peer, NULL, 0, NULL, 0, &r, &t_err), "invalid:", "",
+          NULL);
+    rail_works(job, peer);
+
+    /* One transfer differs: both name it, in the same words. */
+    rig_transfer a[3] = {{0, 0, 8}, {8, 8, 8}, {16, 16, 8}};
+    rig_transfer b[3] = {{0, 0, 8}, {8, 8, 8}, {16, 24, 8}};
+    T_ERR(rig_job_rail(job, peer, rank == 0 ? a : b, 3, a, 3, &r, &t_err),
+          "invalid:",
+          "send[2] of rank 1 {src 16, dst 24, length 8} differs from "
+          "receive[2] of rank 0 {src 16, dst 16, length 8}",
+          &msg);
+    same_text(peer, msg);
+    free(msg);
+    rail_works(job, peer);
+
+    /* The other direction, and a count mismatch. */
+    T_ERR(rig_job_rail(job, peer, a, rank == 0 ? 3 : 2, a, 3, &r, &t_err),
+          "invalid:", "rank 1 sends 2 transfers but rank 0 receives 3", &msg);
+    same_text(peer, msg);
+    free(msg);
+    rail_works(job, peer);
+    T_ASSERT(r == NULL);
+    if (rank == 0) {
+        printf("ok: bad and mismatched lists rejected on both sides\n");
+    }
+}
+
+/* Rank 0's end cannot be made (an outbound of 2^60 bytes); rank 1's
+ * could, and learns why rank 0's failed. */
+static void test_end_fails(rig_job *job)
+{
+    if (rank > 1) {
+        return;
+    }
+    int peer = 1 - rank;
+    rig_transfer huge = {((int64_t)1 << 59), 0, 8};
+    rig_rail *r = NULL;
+    if (rank == 0) {
+        T_ERR(rig_job_rail(job, peer, &huge, 1, NULL, 0, &r, &t_err),
+              "nomem:", "more than this machine's memory", NULL);
+    } else {
+        T_ERR(rig_job_rail(job, peer, NULL, 0, &huge, 1, &r, &t_err),
+              "failed:", "rank 0 could not make its end: nomem:", NULL);
+    }
+    T_ASSERT(r == NULL);
+    rail_works(job, peer);
+    if (rank == 0) {
+        printf("ok: an end that cannot be allocated fails both sides\n");
+    }
+}
+
+static void test_numa(rig_job *job)
+{
+    if (rank > 1) {
+        return;
+    }
+    int peer = 1 - rank;
+    rig_transfer t = {0, 0, 1 << 20};
+    rig_rail *r;
+    T_OK(rig_job_rail(job, peer, &t, 1, &t, 1, &r, &t_err));
+    rig_end *e = rig_rail_local(r);
+    hwloc_topology_t topo;
+    T_ASSERT(hwloc_topology_init(&topo) == 0);
+    T_ASSERT(hwloc_topology_load(topo) == 0);
+    hwloc_cpuset_t cpus = hwloc_bitmap_alloc();
+    hwloc_nodeset_t want = hwloc_bitmap_alloc();
+    hwloc_nodeset_t got = hwloc_bitmap_alloc();
+    if (hwloc_get_cpubind(topo, cpus, HWLOC_CPUBIND_PROCESS) != 0) {
+        hwloc_bitmap_copy(cpus, hwloc_topology_get_allowed_cpuset(topo));
+    }
+    hwloc_cpuset_to_nodeset(topo, cpus, want);
+    rig_area areas[3] = {rig_end_counts(e), rig_end_outbound(e),
+                         rig_end_inbound(e)};
+    bool checked = false;
+    for (int i = 0; i < 3; i++) {
+        if (hwloc_get_area_memlocation(topo, areas[i].base, areas[i].len, got,
+                                       HWLOC_MEMBIND_BYNODESET) != 0) {
+            printf("info: hwloc_get_area_memlocation unsupported here\n");
+            break;
+        }
+        char *g = NULL, *w = NULL;
+        hwloc_bitmap_list_asprintf(&g, got);
+        hwloc_bitmap_list_asprintf(&w, want);
+        if (hwloc_bitmap_iszero(got) || !hwloc_bitmap_isincluded(got, want)) {
+            T_FAIL("area %d of the end is on NUMA node(s) %s, not within "
+                   "%s",
+                   i, g, w);
+        }
+        free(g);
+        free(w);
+        checked = true;
+    }
+    if (rank == 0 && checked) {
+        printf("ok: ends on the NUMA node(s) of the rank's cores (of %d)\n",
+               hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_NUMANODE));
+    }
+    hwloc_bitmap_free(got);
+    hwloc_bitmap_free(want);
+    hwloc_bitmap_free(cpus);
+    hwloc_topology_destroy(topo);
+    MPI_Sendrecv(MPI_BOTTOM, 0, MPI_BYTE, peer, 7, MPI_BOTTOM, 0, MPI_BYTE,
+                 peer, 7, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    rig_rail_release(r);
+}
+
+static double cpu_ms(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (double)ru.ru_utime.tv_sec * 1e3 +
+           (double)ru.ru_utime.tv_usec / 1e3 +
+           (double)ru.ru_stime.tv_sec * 1e3 + (double)ru.ru_stime.tv_usec / 1e3;
+}
+
+/* Rails open to every peer, nothing readied: 1 s of sleep costs the whole
+ * process (every thread: the progress thread, UCX's, MPI's) under 10 ms. */
+static void test_idle(rig_job *job)
+{
+    rig_rail **rails = calloc((size_t)size, sizeof(*rails));
+    T_ASSERT(rails != NULL);
+    for (int a = 0; a < size; a++) {
+        for (int b = a + 1; b < size; b++) {
+            if (rank == a || rank == b) {
+                int peer = rank == a ? b : a;
+                rig_transfer t = {0, 0, 64};
+                T_OK(rig_job_rail(job, peer, &t, 1, &t, 1, &rails[peer],
+                                  &t_err));
+            }
+        }
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    usleep(100000); /* let wire-up settle */
+    double c0 = cpu_ms();
+    struct timespec ts = {1, 0};
+    nanosleep(&ts, NULL);
+    double used = cpu_ms() - c0;
+    printf("info: rank %d: idle job with %d rails: %.2f ms CPU in 1 s\n", rank,
+           size - 1, used);
+    if (used >= 10.0) {
+        T_FAIL("an idle job used %.2f ms of CPU in 1 s (limit 10)", used);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    for (int p = 0; p < size; p++) {
+        rig_rail_release(rails[p]);
+    }
+    free(rails);
+    if (rank == 0) {
+        printf("ok: an idle job uses under 10 ms of CPU a second\n");
+    }
+}
+
+static void test_counts_ignored(rig_job *job)
+{
+    if (rank > 1) {
+        return;
+    }
+    int peer = 1 - rank;
+    rig_transfer t = {0, 0, 8};
+    rig_rail *r;
+    T_OK(rig_job_rail(job, peer, &t, 1, &t, 1, &r, &t_err));
+    rig_end *e = rig_rail_local(r);
+    rig_end_ready(e, 0);
+    rig_end_ready(e, (uint64_t)INT64_MAX);
+    rig_end_ready(e, UINT64_MAX);
+    rig_end_ready_fn(e)(rig_end_counts(e).base, 0);
+    T_EQ(rig_end_ready_count(e), 0);
+    T_EQ(rig_end_sent(e), 0);
+    T_ASSERT(!rig_end_failed(e));
+    MPI_Sendrecv(MPI_BOTTOM, 0, MPI_BYTE, peer, 7, MPI_BOTTOM, 0, MPI_BYTE,
+                 peer, 7, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    T_EQ(rig_end_arrived(e), 0);
+    rig_rail_release(r);
+    if (rank == 0) {
+        printf("ok: ready(0) and ready(INT64_MAX) are ignored\n");
+    }
+}
+
+static void test_hosts(rig_job *job)
+{
+    for (int r = 0; r < size; r++) {
+        const rig_host *h = rig_job_host(job, r);
+        T_ASSERT(h != NULL);
+        char suffix[32];
+        snprintf(suffix, sizeof(suffix), ":%d", r);
+        size_t n = strlen(h->machine), m = strlen(suffix);
+        T_ASSERT(n > m && strcmp(h->machine + n - m, suffix) == 0);
+        int32_t dummy = 0;
+        int32_t *th = &dummy;
+        T_EQ(rig_host_threads(h, 1, &th), 0);
+        T_ASSERT(th == NULL);
+    }
+    const rig_host *me = rig_job_host(job, rank);
+    rig_transfer t = {0, 0, 32};
+    rig_rail *r = NULL;
+    T_ERR(rig_host_rail(me, NULL, &t, 1, &t, 1, &r, &t_err),
+          "invalid:", "this host", NULL);
+    if (rank > 1) {
+        return;
+    }
+    int peer = 1 - rank;
+    /* Rank 0 asks rank 1's host record for a rail that carries 32 bytes
+     * from rank 1 to rank 0 and 8 bytes back; rank 1 uses rig_job_rail. */
+    rig_transfer from1 = {0, 0, 32}, to1 = {0, 0, 8};
+    if (rank == 0) {
+        T_OK(rig_host_rail(rig_job_host(job, 1), NULL, &from1, 1, &to1, 1, &r,
+                           &t_err));
+    } else {
+        T_OK(rig_job_rail(job, 0, &from1, 1, &to1, 1, &r, &t_err));
+    }
+    rig_end *e = rig_rail_local(r);
+    T_EQ(rig_job_rail_peer(job, r), peer);
+    size_t n = rank == 1 ? 32 : 8;
+    t_fill(rig_end_outbound(e).base, n, 1, (unsigned)rank);
+    rig_end_ready(e, 1);
+    T_ASSERT(rig_end_wait_arrived(e, 1));
+    T_LANDED(rig_end_inbound(e).base, 0, rank == 0 ? 32 : 8, 1, (unsigned)peer);
+    MPI_Sendrecv(MPI_BOTTOM, 0, MPI_BYTE, peer, 7, MPI_BOTTOM, 0, MPI_BYTE,
+                 peer, 7, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    rig_rail_release(r);
+    if (rank == 0) {
+        printf("ok: host records name ranks and make rails\n");
+    }
+}
+
+/* Rank 0 fails its job: its ends fail at once, rank 1's end of their rail
+ * fails without anyone readying, and rank 0's later rails are refused at
+ * both ranks.  Returns the rail rank 1 keeps over close. */
+static void test_fail(rig_job *job)
+{
+    if (rank > 1) {
+        return;
+    }
+    int peer = 1 - rank;
+    rig_transfer t = {0, 0, 8};
+    rig_rail *r;
+    T_OK(rig_job_rail(job, peer, &t, 1, &t, 1, &r, &t_err));
+    rig_end *e = rig_rail_local(r);
+    MPI_Sendrecv(MPI_BOTTOM, 0, MPI_BYTE, peer, 7, MPI_BOTTOM, 0, MPI_BYTE,
+                 peer, 7, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    if (rank == 0) {
+        T_ASSERT(!rig_job_failed(job));
+        rig_job_fail(job, "the test says so");
+        T_ASSERT(rig_job_failed(job));
+        T_EQ(rig_end_ready_count(e), RIG_COUNT_FAILED);
+        T_EQ(rig_end_sent(e), RIG_COUNT_FAILED);
+        T_EQ(rig_end_arrived(e), RIG_COUNT_FAILED);
+        rig_end_ready(e, 1); /* stays failed */
+        T_EQ(rig_end_ready_count(e), RIG_COUNT_FAILED);
+    }
+    bool timed_out = true;
+    T_ASSERT(!rig_end_wait_arrived_for(e, 1, 10000, &timed_out));
+    T_ASSERT(!timed_out);
+    T_ASSERT(!rig_end_wait_sent(e, 1));
+    T_ASSERT(rig_end_failed(e));
+    rig_rail *r2 = NULL;
+    T_ERR(rig_job_rail(job, peer, &t, 1, &t, 1, &r2, &t_err),
+          "failed:", "the test says so", NULL);
+    T_ASSERT(r2 == NULL);
+    rig_rail_release(r);
+    if (rank == 0) {
+        printf("ok: rig_job_fail fails ends here and at the peer\n");
+    }
+}
+
+int main(int argc, char **argv)
+{
+    int provided;
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    t_rank = rank;
+    if (size < 2) {
+        printf("SKIP: needs at least 2 ranks\n");
+        MPI_Finalize();
+        return 0;
+    }
+    if (rank == 0) {
+        T_OK(rig_transport_info(stdout, &t_err));
+    }
+    test_open_errors();
+    rig_job *job;
+    T_OK(rig_job_open(MPI_COMM_WORLD, NULL, &job, &t_err));
+    T_EQ(rig_job_rank(job), rank);
+    T_EQ(rig_job_size(job), size);
+    test_rail_args(job);
+    test_bad_lists(job);
+    test_end_fails(job);
+    test_numa(job);
+    test_counts_ignored(job);
+    test_hosts(job);
+    test_idle(job);
+
+    /* An end held over close: transfers stop, ready only advances the
+     * count, and the memory stays until the rail is released. */
+    rig_rail *kept = NULL;
+    if (rank < 2) {
+        rig_transfer t = {0, 0, 8};
+        T_OK(rig_job_rail(job, 1 - rank, &t, 1, &t, 1, &kept, &t_err));
+    }
+    /* Failing is for good: a second job of its own. */
+    rig_job *job2;
+    T_OK(rig_job_open(MPI_COMM_WORLD, NULL, &job2, &t_err));
+    test_fail(job2);
+    rig_job_close(job2);
+    rig_job_close(job);
+    if (kept != NULL) {
+        rig_end *e = rig_rail_local(kept);
+        void (*volatile fn)(void *, uint64_t) = rig_end_ready_fn(e);
+        T_EQ(rig_end_ready_count(e), 0);
+        fn(rig_end_counts(e).base, 3);
+        T_EQ(rig_end_ready_count(e), 3);
+        rig_end_ready(e, 4);
+        T_EQ(rig_end_ready_count(e), 4);
+        T_EQ(rig_end_sent(e), 0);
+        T_EQ(rig_end_arrived(e), 0);
+        memset(rig_end_outbound(e).base, 1, rig_end_outbound(e).len);
+        rig_rail_release(kept);
+    }
+    MPI_Finalize();
+    if (rank == 0) {
+        printf("ok: an end held over rig_job_close stays usable\nPASS\n");
+    }
+    return 0;
+}

@@ -1,0 +1,879 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* Jobs on an MPI communicator: opening, rails between ranks, host records,
+ * the job's window, failing and closing.
+ *
+ * Making a rail is one exchange between the two ranks, then an ack.  Each
+ * side checks its lists, makes its end (memory, rkey, window attach) and
+ * sends one message: its status, its lists and its end's descriptor.  Both
+ * then decide the same way from the same two messages -- either side's
+ * error, or the first difference between one's send and the other's
+ * receive -- so both return the same outcome and neither waits for a peer
+ * that gave up.  The ack covers connecting to the peer's end, the last step
+ * that can fail.  Waits test with backoff (no core spinning for a late
+ * peer).  A rail's id is (pair << 32) | k for the k-th rail of the pair,
+ * pair = lo * size + hi: the same at both ends, unique in the job, and
+ * needing no communication. */
+#include "config.h"
+
+#include "rig/job.h"
+
+#include "rail_internal.h"
+#include "util_internal.h"
+
+#include <limits.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define RIG_TAG_RAIL 0x7269
+#define RIG_TAG_ACK 0x726a
+#define RIG_WIRE_MAGIC 0x72696731u /* "rig1" */
+#define RIG_MACHINE_MAX 300
+
+enum { ST_OK = 0, ST_LISTS = 1, ST_END = 2, ST_FAILED = 3 };
+
+typedef struct {
+    rig_host host;
+    rig_job *job;
+    int rank;
+    char machine[RIG_MACHINE_MAX];
+} hostrec;
+
+struct rig_job {
+    MPI_Comm comm;
+    int rank, size;
+    rig_ucx *ucx;
+    MPI_Win win;
+    pthread_mutex_t lock; /* seq */
+    uint64_t *seq;        /* rails made so far with each peer */
+    hostrec *hosts;
+};
+
+/* The message of one side of a rail. */
+typedef struct {
+    uint32_t magic;
+    int32_t status;
+    uint32_t attached; /* the sender's end is in its window */
+    uint32_t pad;
+    uint64_t seq;
+    uint64_t nsend, nreceive;
+    uint64_t desc_len, msg_len;
+} wire_head;
+
+static bool mpi_fail(char **err, int rc, const char *call)
+{
+    char s[MPI_MAX_ERROR_STRING];
+    int n = 0;
+    if (MPI_Error_string(rc, s, &n) != MPI_SUCCESS) {
+        snprintf(s, sizeof(s), "MPI error %d", rc);
+    }
+    return rig_err(err, "system: %s failed: %s", call, s);
+}
+
+/* ---- options ------------------------------------------------------------- */
+
+void rig_job_options_init(rig_job_options *opt)
+{
+    if (opt == NULL) {
+        return;
+    }
+    memset(opt, 0, sizeof(*opt));
+    opt->transport = "ucx";
+    opt->numa = RIG_AUTO;
+    opt->cuda = RIG_AUTO;
+    opt->shm_stores = RIG_AUTO;
+}
+
+/* ---- host records -------------------------------------------------------- */
+
+static bool host_rail(const rig_host *h, const rig_host *peer,
+                      const rig_transfer *send, size_t nsend,
+                      const rig_transfer *receive, size_t nreceive,
+                      rig_rail **out, char **err);
+
+static size_t host_threads(const rig_host *h, int64_t program, int32_t **out)
+{
+    (void)h;
+    (void)program;
+    if (out != NULL) {
+        *out = NULL;
+    }
+    return 0;
+}
+
+static bool host_rail(const rig_host *h, const rig_host *peer,
+                      const rig_transfer *send, size_t nsend,
+                      const rig_transfer *receive, size_t nreceive,
+                      rig_rail **out, char **err)
+{
+    if (h == NULL || h->rail != host_rail) {
+        return rig_err(err, "invalid: not a host record of a job");
+    }
+    const hostrec *rec = h->impl;
+    rig_job *job = rec->job;
+    if (peer != NULL) {
+        if (peer->rail != host_rail ||
+            ((const hostrec *)peer->impl)->job != job) {
+            return rig_err(err, "foreign: peer %s is not of this job",
+                           peer->machine != NULL ? peer->machine : "?");
+        }
+        int pr = ((const hostrec *)peer->impl)->rank;
+        if (pr == rec->rank) {
+            return rig_err(err, "invalid: peer is this host (%s)",
+                           rec->machine);
+        }
+        if (pr != job->rank) {
+            return rig_err(err,
+                           "unsupported: a rail between ranks %d and %d "
+                           "made from rank %d needs the controller",
+                           rec->rank, pr, job->rank);
+        }
+    }
+    if (rec->rank == job->rank) {
+        return rig_err(err, "invalid: peer is this host (%s)", rec->machine);
+    }
+    /* h's machine sends send: this rank receives it. */
+    return rig_job_rail(job, rec->rank, receive, nreceive, send, nsend, out,
+                        err);
+}
+
+const rig_host *rig_job_host(const rig_job *job, int rank)
+{
+    if (job == NULL || rank < 0 || rank >= job->size) {
+        return NULL;
+    }
+    return &job->hosts[rank].host;
+}
+
+static bool hosts_make(rig_job *job, char **err)
+{
+    char name[256] = {0};
+    if (gethostname(name, sizeof(name) - 1) != 0) {
+        snprintf(name, sizeof(name), "unknown");
+    }
+    char *all = calloc((size_t)job->size, sizeof(name));
+    job->hosts = calloc((size_t)job->size, sizeof(*job->hosts));
+    if (all == NULL || job->hosts == NULL) {
+        free(all);
+        return rig_err(err, "nomem: host records for %d ranks", job->size);
+    }
+    int rc = MPI_Allgather(name, (int)sizeof(name), MPI_CHAR, all,
+                           (int)sizeof(name), MPI_CHAR, job->comm);
+    if (rc != MPI_SUCCESS) {
+        free(all);
+        return mpi_fail(err, rc, "MPI_Allgather");
+    }
+    for (int r = 0; r < job->size; r++) {
+        hostrec *h = &job->hosts[r];
+        all[(size_t)(r + 1) * sizeof(name) - 1] = '\0';
+        snprintf(h->machine, sizeof(h->machine), "%s:%d",
+                 all + (size_t)r * sizeof(name), r);
+        h->job = job;
+        h->rank = r;
+        h->host.machine = h->machine;
+        h->host.rail = host_rail;
+        h->host.threads = host_threads;
+        h->host.impl = h;
+    }
+    free(all);
+    return true;
+}
+
+/* ---- open ---------------------------------------------------------------- */
+
+static bool exchange_addresses(rig_job *job, char **err)
+{
+    const void *addr;
+    size_t len;
+    rig_ucx_address(job->ucx, &addr, &len);
+    int n = job->size;
+    int *lens = calloc((size_t)n, sizeof(int));
+    int *displs = calloc((size_t)n, sizeof(int));
+    size_t *zl = calloc((size_t)n, sizeof(size_t));
+    size_t *zo = calloc((size_t)n, sizeof(size_t));
+    uint8_t *all = NULL;
+    bool ok = false;
+    if (lens == NULL || displs == NULL || zl == NULL || zo == NULL) {
+        rig_err(err, "nomem: address tables for %d ranks", n);
+        goto out_free;
+    }
+    int mine = (int)len;
+    int rc = MPI_Allgather(&mine, 1, MPI_INT, lens, 1, MPI_INT, job->comm);
+    if (rc != MPI_SUCCESS) {
+        mpi_fail(err, rc, "MPI_Allgather");
+        goto out_free;
+    }
+    size_t total = 0;
+    for (int r = 0; r < n; r++) {
+        displs[r] = (int)total;
+        zo[r] = total;
+        zl[r] = (size_t)lens[r];
+        total += (size_t)lens[r];
+    }
+    all = malloc(total > 0 ? total : 1);
+    if (all == NULL) {
+        rig_err(err, "nomem: %zu bytes of worker addresses", total);
+        goto out_free;
+    }
+    rc = MPI_Allgatherv(addr, mine, MPI_BYTE, all, lens, displs, MPI_BYTE,
+                        job->comm);
+    if (rc != MPI_SUCCESS) {
+        mpi_fail(err, rc, "MPI_Allgatherv");
+        goto out_free;
+    }
+    ok = rig_ucx_set_peers(job->ucx, all, zo, zl, err);
+
+out_free:
+    free(all);
+    free(zo);
+    free(zl);
+    free(displs);
+    free(lens);
+    return ok;
+}
+
+/* All ranks learn whether every rank got here; false (with this rank's own
+ * error, or the first failing rank's number) if one did not. */
+static bool agree(rig_job *job, bool ok, char **err)
+{
+    int bad = ok ? INT_MAX : job->rank;
+    int first = INT_MAX;
+    int rc = MPI_Allreduce(&bad, &first, 1, MPI_INT, MPI_MIN, job->comm);
+    if (rc != MPI_SUCCESS) {
+        if (ok) {
+            mpi_fail(err, rc, "MPI_Allreduce");
+        }
+        return false;
+    }
+    if (first == INT_MAX) {
+        return true;
+    }
+    if (ok) {
+        rig_err(err, "failed: rank %d could not open the job", first);
+    }
+    return false;
+}
+
+static void job_free(rig_job *job)
+{
+    free(job->hosts);
+    free(job->seq);
+    pthread_mutex_destroy(&job->lock);
+    free(job);
+}
+
+bool rig_job_open(MPI_Comm comm, const rig_job_options *opt, rig_job **out,
+                  char **err)
+{
+    if (out == NULL) {
+        return rig_err(err, "invalid: out is NULL");
+    }
+    if (comm == MPI_COMM_NULL) {
+        return rig_err(err, "invalid: comm is MPI_COMM_NULL");
+    }
+    int flag = 0;
+    MPI_Initialized(&flag);
+    if (!flag) {
+        return rig_err(err, "invalid: MPI is not initialized");
+    }
+    MPI_Finalized(&flag);
+    if (flag) {
+        return rig_err(err, "invalid: MPI is finalized");
+    }
+    int rc = MPI_Comm_test_inter(comm, &flag);
+    if (rc != MPI_SUCCESS) {
+        return mpi_fail(err, rc, "MPI_Comm_test_inter");
+    }
+    if (flag) {
+        return rig_err(err, "unsupported: comm is an intercommunicator");
+    }
+    rig_job *job = calloc(1, sizeof(*job));
+    if (job == NULL) {
+        return rig_err(err, "nomem: calloc(%zu) failed", sizeof(*job));
+    }
+    pthread_mutex_init(&job->lock, NULL);
+    job->win = MPI_WIN_NULL;
+    rc = MPI_Comm_dup(comm, &job->comm);
+    if (rc != MPI_SUCCESS) {
+        job_free(job);
+        return mpi_fail(err, rc, "MPI_Comm_dup");
+    }
+    MPI_Comm_set_errhandler(job->comm, MPI_ERRORS_RETURN);
+    MPI_Comm_rank(job->comm, &job->rank);
+    MPI_Comm_size(job->comm, &job->size);
+
+    rig_rail_settings set;
+    bool ok = rig_rail_settings_resolve(opt, &set, err);
+    if (ok) {
+        job->seq = calloc((size_t)job->size, sizeof(*job->seq));
+        if (job->seq == NULL) {
+            ok = rig_err(err, "nomem: rail counters for %d ranks", job->size);
+        }
+    }
+    if (ok && (int64_t)job->size * job->size >= ((int64_t)1 << 31)) {
+        ok = rig_err(err, "unsupported: %d ranks (rail ids fit 46340)",
+                     job->size);
+    }
+    if (ok) {
+        ok = rig_ucx_open(&set, job->rank, job->size, &job->ucx, err);
+    }
+    if (!agree(job, ok, err)) {
+        goto err_ucx;
+    }
+    ok = exchange_addresses(job, err);
+    if (ok) {
+        rc = MPI_Win_create_dynamic(MPI_INFO_NULL, job->comm, &job->win);
+        if (rc != MPI_SUCCESS) {
+            job->win = MPI_WIN_NULL;
+            ok = mpi_fail(err, rc, "MPI_Win_create_dynamic");
+        } else {
+            /* A full attachment table must not abort the job. */
+            MPI_Win_set_errhandler(job->win, MPI_ERRORS_RETURN);
+        }
+    }
+    if (ok) {
+        ok = hosts_make(job, err);
+    }
+    if (!agree(job, ok, err)) {
+        goto err_ucx;
+    }
+    *out = job;
+    return true;
+
+err_ucx:
+    if (job->win != MPI_WIN_NULL) {
+        MPI_Win_free(&job->win);
+    }
+    if (job->ucx != NULL) {
+        rig_ucx_stop(job->ucx);
+        rig_ucx_close(job->ucx, NULL, NULL);
+    }
+    MPI_Comm_free(&job->comm);
+    job_free(job);
+    return false;
+}
+
+int rig_job_rank(const rig_job *job)
+{
+    return job != NULL ? job->rank : -1;
+}
+
+int rig_job_size(const rig_job *job)
+{
+    return job != NULL ? job->size : -1;
+}
+
+/* ---- rails --------------------------------------------------------------- */
+
+/* Sends buf to peer and receives the peer's message of the same tag, both
+ * tested with backoff; *in is malloc'd. */
+static bool swap(rig_job *job, int peer, int tag, const void *buf, size_t len,
+                 void **in, size_t *inlen, char **err)
+{
+    MPI_Request req;
+    int rc = MPI_Isend(buf, (int)len, MPI_BYTE, peer, tag, job->comm, &req);
+    if (rc != MPI_SUCCESS) {
+        return mpi_fail(err, rc, "MPI_Isend");
+    }
+    rig_backoff b = {0};
+    int flag = 0;
+    MPI_Message msg;
+    MPI_Status st;
+    for (;;) {
+        rc = MPI_Improbe(peer, tag, job->comm, &flag, &msg, &st);
+        if (rc != MPI_SUCCESS || flag) {
+            break;
+        }
+        rig_backoff_step(&b);
+    }
+    if (rc != MPI_SUCCESS) {
+        MPI_Cancel(&req);
+        MPI_Request_free(&req);
+        return mpi_fail(err, rc, "MPI_Improbe");
+    }
+    int count = 0;
+    MPI_Get_count(&st, MPI_BYTE, &count);
+    void *m = malloc(count > 0 ? (size_t)count : 1);
+    if (m == NULL) {
+        /* Still receive it, or the pair's next message would match. */
+        char dummy[1];
+        MPI_Mrecv(dummy, 0, MPI_BYTE, &msg, MPI_STATUS_IGNORE);
+        MPI_Wait(&req, MPI_STATUS_IGNORE);
+        return rig_err(err, "nomem: %d-byte message from rank %d", count, peer);
+    }
+    rc = MPI_Mrecv(m, count, MPI_BYTE, &msg, MPI_STATUS_IGNORE);
+    if (rc != MPI_SUCCESS) {
+        free(m);
+        MPI_Wait(&req, MPI_STATUS_IGNORE);
+        return mpi_fail(err, rc, "MPI_Mrecv");
+    }
+    b.spins = 0;
+    for (;;) {
+        rc = MPI_Test(&req, &flag, MPI_STATUS_IGNORE);
+        if (rc != MPI_SUCCESS || flag) {
+            break;
+        }
+        rig_backoff_step(&b);
+    }
+    if (rc != MPI_SUCCESS) {
+        free(m);
+        return mpi_fail(err, rc, "MPI_Test");
+    }
+    *in = m;
+    *inlen = (size_t)count;
+    return true;
+}
+
+/* One side's message, parsed in place. */
+typedef struct {
+    wire_head h;
+    const rig_transfer *send, *receive;
+    const void *desc;
+    const char *msg;
+} side;
+
+static bool parse(const void *buf, size_t len, side *s)
+{
+    if (len < sizeof(wire_head)) {
+        return false;
+    }
+    memcpy(&s->h, buf, sizeof(s->h));
+    const wire_head *h = &s->h;
+    if (h->magic != RIG_WIRE_MAGIC || h->nsend > (1u << 30) ||
+        h->nreceive > (1u << 30)) {
+        return false;
+    }
+    size_t need = sizeof(wire_head) +
+                  (size_t)(h->nsend + h->nreceive) * sizeof(rig_transfer) +
+                  (size_t)h->desc_len + (size_t)h->msg_len;
+    if (need != len) {
+        return false;
+    }
+    const uint8_t *p = (const uint8_t *)buf + sizeof(wire_head);
+    s->send = (const rig_transfer *)p;
+    p += h->nsend * sizeof(rig_transfer);
+    s->receive = (const rig_transfer *)p;
+    p += h->nreceive * sizeof(rig_transfer);
+    s->desc = p;
+    p += h->desc_len;
+    s->msg = (const char *)p;
+    return true;
+}
+
+static void *pack(int status, bool attached, uint64_t seq,
+                  const rig_transfer *send, size_t nsend,
+                  const rig_transfer *receive, size_t nreceive,
+                  const void *desc, size_t desc_len, const char *msg,
+                  size_t *len)
+{
+    size_t msg_len = msg != NULL ? strlen(msg) + 1 : 0;
+    if (status == ST_LISTS) {
+        nsend = nreceive = 0; /* may be unreadable */
+    }
+    wire_head h = {
+        .magic = RIG_WIRE_MAGIC,
+        .status = status,
+        .attached = attached ? 1 : 0,
+        .seq = seq,
+        .nsend = nsend,
+        .nreceive = nreceive,
+        .desc_len = desc_len,
+        .msg_len = msg_len,
+    };
+    *len = sizeof(h) + (nsend + nreceive) * sizeof(rig_transfer) + desc_len +
+           msg_len;
+    uint8_t *buf = malloc(*len);
+    if (buf == NULL) {
+        return NULL;
+    }
+    uint8_t *p = buf;
+    memcpy(p, &h, sizeof(h));
+    p += sizeof(h);
+    if (nsend > 0) {
+        memcpy(p, send, nsend * sizeof(rig_transfer));
+    }
+    p += nsend * sizeof(rig_transfer);
+    if (nreceive > 0) {
+        memcpy(p, receive, nreceive * sizeof(rig_transfer));
+    }
+    p += nreceive * sizeof(rig_transfer);
+    if (desc_len > 0) {
+        memcpy(p, desc, desc_len);
+    }
+    p += desc_len;
+    if (msg_len > 0) {
+        memcpy(p, msg, msg_len);
+    }
+    return buf;
+}
+
+static bool same(const rig_transfer *a, const rig_transfer *b)
+{
+    return a->src == b->src && a->dst == b->dst && a->length == b->length;
+}
+
+/* The first difference between what lo sends and hi receives, then between
+ * what hi sends and lo receives: the same text at both ranks. */
+static bool compare(int lo, const side *l, int hi, const side *h, char **err)
+{
+    const char *prefix = "invalid: rail between ranks";
+    for (int dir = 0; dir < 2; dir++) {
+        int sr = dir == 0 ? lo : hi, rr = dir == 0 ? hi : lo;
+        const rig_transfer *s = dir == 0 ? l->send : h->send;
+        const rig_transfer *r = dir == 0 ? h->receive : l->receive;
+        uint64_t ns = dir == 0 ? l->h.nsend : h->h.nsend;
+        uint64_t nr = dir == 0 ? h->h.nreceive : l->h.nreceive;
+        uint64_t n = ns < nr ? ns : nr;
+        for (uint64_t i = 0; i < n; i++) {
+            if (!same(&s[i], &r[i])) {
+                return rig_err(err,
+                               "%s %d and %d: send[%llu] of rank %d {src "
+                               "%lld, dst %lld, length %lld} differs from "
+                               "receive[%llu] of rank %d {src %lld, dst "
+                               "%lld, length %lld}",
+                               prefix, lo, hi, (unsigned long long)i, sr,
+                               (long long)s[i].src, (long long)s[i].dst,
+                               (long long)s[i].length, (unsigned long long)i,
+                               rr, (long long)r[i].src, (long long)r[i].dst,
+                               (long long)r[i].length);
+            }
+        }
+        if (ns != nr) {
+            return rig_err(err,
+                           "%s %d and %d: rank %d sends %llu transfers "
+                           "but rank %d receives %llu",
+                           prefix, lo, hi, sr, (unsigned long long)ns, rr,
+                           (unsigned long long)nr);
+        }
+    }
+    return true;
+}
+
+static void detach(void *arg, void *base)
+{
+    rig_job *job = arg;
+    MPI_Win_detach(job->win, base);
+}
+
+static int attach_warned;
+
+/* Attaches e's memory to the job's window.  Open MPI's osc rdma allows
+ * osc_rdma_max_attach regions (64 by default): past that the rail still
+ * works, its end is only not reachable through the window. */
+static bool attach(rig_job *job, rig_uend *e)
+{
+    void *base;
+    size_t len;
+    rig_uend_memory(e, &base, &len);
+    int rc = MPI_Win_attach(job->win, base, (MPI_Aint)len);
+    if (rc != MPI_SUCCESS) {
+        char *why = NULL;
+        mpi_fail(&why, rc, "MPI_Win_attach");
+        rig_log_once(&attach_warned, RIG_LOG_WARN,
+                     "%s: later ends are not reachable through "
+                     "rig_job_window (Open MPI: raise "
+                     "OMPI_MCA_osc_rdma_max_attach)",
+                     why != NULL ? why : "nomem");
+        free(why);
+        return false;
+    }
+    return true;
+}
+
+static void unattach(rig_job *job, rig_uend *e, bool attached)
+{
+    if (attached) {
+        void *base;
+        size_t len;
+        rig_uend_memory(e, &base, &len);
+        MPI_Win_detach(job->win, base);
+    }
+}
+
+static bool ack(rig_job *job, int peer, bool ok, bool *peer_ok, char **err)
+{
+    int mine = ok ? 1 : 0;
+    void *in = NULL;
+    size_t inlen = 0;
+    if (!swap(job, peer, RIG_TAG_ACK, &mine, sizeof(mine), &in, &inlen, err)) {
+        return false;
+    }
+    int theirs = 0;
+    if (inlen == sizeof(theirs)) {
+        memcpy(&theirs, in, sizeof(theirs));
+    }
+    free(in);
+    *peer_ok = theirs == 1;
+    return true;
+}
+
+bool rig_job_rail(rig_job *job, int peer, const rig_transfer *send,
+                  size_t nsend, const rig_transfer *receive, size_t nreceive,
+                  rig_rail **out, char **err)
+{
+    if (job == NULL) {
+        return rig_err(err, "invalid: job is NULL");
+    }
+    if (out == NULL) {
+        return rig_err(err, "invalid: out is NULL");
+    }
+    if (peer < 0 || peer >= job->size) {
+        return rig_err(err, "invalid: peer %d is out of range [0, %d)", peer,
+                       job->size);
+    }
+    if (peer == job->rank) {
+        return rig_err(err, "invalid: peer %d is this rank", peer);
+    }
+    if ((send == NULL && nsend > 0) || (receive == NULL && nreceive > 0)) {
+        return rig_err(err,
+                       "invalid: a NULL transfer list with %zu "
+                       "transfers",
+                       send == NULL ? nsend : nreceive);
+    }
+    pthread_mutex_lock(&job->lock);
+    uint64_t seq = job->seq[peer]++;
+    pthread_mutex_unlock(&job->lock);
+    int lo = job->rank < peer ? job->rank : peer;
+    int hi = job->rank < peer ? peer : job->rank;
+    int64_t id =
+        (((int64_t)lo * job->size + hi) << 32) | (int64_t)(seq & 0xffffffffu);
+
+    /* This side: check, make the end, attach it. */
+    int status = ST_OK;
+    char *mine = NULL;
+    rig_uend *e = NULL;
+    bool attached = false;
+    const char *failed = rig_ucx_failed(job->ucx);
+    if (failed != NULL) {
+        status = ST_FAILED;
+        rig_err(&mine, "%s", failed);
+    } else if (!rig_check_transfers(send, nsend, receive, nreceive, &mine)) {
+        status = ST_LISTS;
+    } else if (!rig_uend_make(job->ucx, peer, id, send, nsend, receive,
+                              nreceive, &e, &mine)) {
+        status = ST_END;
+    } else {
+        attached = attach(job, e);
+    }
+    const void *desc = NULL;
+    size_t desc_len = 0;
+    if (e != NULL) {
+        rig_uend_desc(e, &desc, &desc_len);
+    }
+    size_t len = 0;
+    void *buf = pack(status, attached, seq, send, nsend, receive, nreceive,
+                     desc, desc_len, mine, &len);
+    if (buf == NULL) {
+        /* Tell the peer at least that this side failed. */
+        status = ST_END;
+        free(mine);
+        mine = strdup("nomem: rail message");
+        buf = pack(ST_END, false, seq, NULL, 0, NULL, 0, NULL, 0, NULL, &len);
+    }
+    void *in = NULL;
+    size_t inlen = 0;
+    bool ok = buf != NULL &&
+              swap(job, peer, RIG_TAG_RAIL, buf, len, &in, &inlen, &mine);
+    free(buf);
+    if (buf == NULL || !ok) {
+        goto err_end;
+    }
+
+    /* Both sides decide alike from the two messages. */
+    side me, them;
+    bool parsed = parse(in, inlen, &them);
+    if (status != ST_OK) {
+        goto err_end; /* mine holds this side's error */
+    }
+    if (!parsed) {
+        rig_err(&mine, "invalid: rank %d sent a malformed rail message", peer);
+        goto err_end;
+    }
+    if (them.h.seq != seq) {
+        rig_err(&mine,
+                "invalid: rail %llu with rank %d met its rail %llu "
+                "(calls to one peer from several threads?)",
+                (unsigned long long)seq, peer, (unsigned long long)them.h.seq);
+        goto err_end;
+    }
+    if (them.h.status != ST_OK) {
+        const char *why = them.h.msg_len > 0 ? them.msg : "(no reason)";
+        if (them.h.status == ST_LISTS) {
+            rig_err(&mine, "invalid: rank %d's lists: %s", peer,
+                    strncmp(why, "invalid: ", 9) == 0 ? why + 9 : why);
+        } else if (them.h.status == ST_FAILED) {
+            rig_err(&mine, "failed: rank %d: %s", peer, why);
+        } else {
+            rig_err(&mine, "failed: rank %d could not make its end: %s", peer,
+                    why);
+        }
+        goto err_end;
+    }
+    me.h.nsend = nsend;
+    me.h.nreceive = nreceive;
+    me.send = send;
+    me.receive = receive;
+    bool me_lo = job->rank == lo;
+    if (!compare(lo, me_lo ? &me : &them, hi, me_lo ? &them : &me, &mine)) {
+        goto err_end;
+    }
+
+    /* Connect, then agree that both did. */
+    rig_uend_set_attached(e, attached, them.h.attached != 0);
+    rig_rail *rail = NULL;
+    ok = rig_uend_connect(e, them.desc, (size_t)them.h.desc_len, &rail, &mine);
+    bool peer_ok = false;
+    if (!ack(job, peer, ok, &peer_ok, ok ? &mine : NULL)) {
+        ok = false;
+    } else if (ok && !peer_ok) {
+        rig_err(&mine,
+                "failed: rank %d could not connect to this rank's "
+                "end of rail %lld",
+                peer, (long long)id);
+        ok = false;
+    }
+    if (!ok) {
+        if (rail != NULL) {
+            unattach(job, e, attached);
+            rig_uend_discard(e, rail);
+            e = NULL;
+        }
+        goto err_end;
+    }
+    free(in);
+    *out = rail;
+    return true;
+
+err_end:
+    if (e != NULL) {
+        unattach(job, e, attached);
+        rig_uend_discard(e, NULL);
+    }
+    free(in);
+    if (err != NULL) {
+        *err = mine;
+    } else {
+        free(mine);
+    }
+    return false;
+}
+
+int rig_job_rail_peer(const rig_job *job, const rig_rail *rail)
+{
+    if (job == NULL || rail == NULL) {
+        return -1;
+    }
+    rig_uend *e = rig_ucx_find(job->ucx, rail);
+    return e != NULL ? rig_uend_peer(e) : -1;
+}
+
+bool rig_job_window(const rig_job *job, MPI_Win *out, char **err)
+{
+    if (job == NULL || out == NULL) {
+        return rig_err(err, "invalid: %s is NULL", job == NULL ? "job" : "out");
+    }
+    *out = job->win;
+    return true;
+}
+
+bool rig_job_rail_disp(const rig_job *job, const rig_rail *rail,
+                       rig_job_peer_end *out, char **err)
+{
+    if (job == NULL || rail == NULL || out == NULL) {
+        return rig_err(err, "invalid: %s is NULL",
+                       job == NULL    ? "job"
+                       : rail == NULL ? "rail"
+                                      : "out");
+    }
+    rig_uend *e = rig_ucx_find(job->ucx, rail);
+    if (e == NULL) {
+        return rig_err(err, "invalid: rail %lld is not a rail of this job",
+                       (long long)rig_rail_id(rail));
+    }
+    bool theirs = false;
+    rig_uend_attached(e, &theirs);
+    if (!theirs) {
+        return rig_err(err,
+                       "unsupported: rank %d's end of rail %lld is not "
+                       "attached to the window (Open MPI's "
+                       "osc_rdma_max_attach)",
+                       rig_uend_peer(e), (long long)rig_rail_id(rail));
+    }
+    uint64_t c, o, i;
+    rig_uend_peer_addrs(e, &c, &o, &i);
+    out->rank = rig_uend_peer(e);
+    out->counts = (MPI_Aint)c;
+    out->outbound = (MPI_Aint)o;
+    out->inbound = (MPI_Aint)i;
+    return true;
+}
+
+/* ---- failure and closing ------------------------------------------------- */
+
+void rig_job_fail(rig_job *job, const char *why)
+{
+    if (job == NULL) {
+        return;
+    }
+    char *msg = NULL;
+    rig_err(&msg, "failed: rig_job_fail on rank %d: %s", job->rank,
+            why != NULL ? why : "(no reason given)");
+    rig_ucx_fail(job->ucx, msg);
+    free(msg);
+}
+
+bool rig_job_failed(const rig_job *job)
+{
+    return job != NULL && rig_ucx_failed(job->ucx) != NULL;
+}
+
+void rig_job_close(rig_job *job)
+{
+    if (job == NULL) {
+        return;
+    }
+    rig_ucx_stop(job->ucx);
+    /* Every rank stopped carrying before any memory or endpoint goes. */
+    MPI_Barrier(job->comm);
+    rig_ucx_close(job->ucx, detach, job);
+    MPI_Win_free(&job->win);
+    MPI_Comm_free(&job->comm);
+    job_free(job);
+}
+
+/* ---- rig_info ------------------------------------------------------------ */
+
+bool rig_transport_info(FILE *out, char **err)
+{
+    if (out == NULL) {
+        return rig_err(err, "invalid: out is NULL");
+    }
+    fprintf(out, "transport (rails between MPI ranks):\n");
+    if (!rig_ucx_info(out, err)) {
+        return false;
+    }
+    static const struct {
+        const char *name, *dflt, *what;
+    } vars[] = {
+        {"RIG_TRANSPORT", "ucx", "rail transport (only ucx so far)"},
+        {"RIG_NUMA", "auto", "bind end memory to the rank's NUMA node"},
+        {"RIG_CUDA", "auto", "register end memory with cuMemHostRegister"},
+        {"RIG_SHM_STORES", "auto",
+         "plain stores to same-node peers (off: UCX puts)"},
+    };
+    fprintf(out, "  settings:\n");
+    for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++) {
+        const char *v = getenv(vars[i].name);
+        fprintf(out, "    %-15s = %-6s (default %s) %s\n", vars[i].name,
+                v != NULL ? v : vars[i].dflt, vars[i].dflt, vars[i].what);
+    }
+    rig_rail_settings set;
+    char *why = NULL;
+    if (!rig_rail_settings_resolve(NULL, &set, &why)) {
+        fprintf(out, "  settings error: %s\n", why != NULL ? why : "nomem");
+        free(why);
+    }
+    return true;
+}

@@ -1,0 +1,109 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* The UCX transport of rails: its object, end memory, and UCX rail ends.
+ *
+ * The transport knows nothing of MPI: the job layer exchanges the blobs it
+ * packs (worker addresses, end descriptors) and calls it back.  Locks, in
+ * the order they may nest: the worker lock (every UCX call on the worker or
+ * context), then the list lock (the transport's list of ends).  The fast
+ * path of a mapped rail takes neither. */
+#ifndef RIG_RAIL_INTERNAL_H
+#define RIG_RAIL_INTERNAL_H
+
+#include "rig/job.h"
+#include "rig/remote_abi.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+/* The transport's settings, resolved from rig_job_options and RIG_*. */
+typedef struct {
+    rig_switch numa;
+    rig_switch cuda;
+    rig_switch shm_stores;
+} rig_rail_settings;
+
+/* Resolves opt (NULL: defaults) and the RIG_* variables into *out; false
+ * with "invalid: RIG_NAME=..." or "unsupported: transport ..." */
+bool rig_rail_settings_resolve(const rig_job_options *opt,
+                               rig_rail_settings *out, char **err);
+
+/* ---- the transport of one job ---------------------------------------- */
+
+typedef struct rig_ucx rig_ucx;
+
+/* Opens the UCX context and worker, loads the hwloc topology, finds the
+ * NUMA node for end memory, loads libcuda when asked and present, and
+ * starts the progress thread.  rank and size are the job's. */
+bool rig_ucx_open(const rig_rail_settings *s, int rank, int size, rig_ucx **out,
+                  char **err);
+
+/* This worker's address (valid until close). */
+void rig_ucx_address(const rig_ucx *u, const void **addr, size_t *len);
+
+/* Stores the worker address of every rank: addrs is the concatenation,
+ * rank r's at offs[r] with lens[r] bytes. */
+bool rig_ucx_set_peers(rig_ucx *u, const uint8_t *addrs, const size_t *offs,
+                       const size_t *lens, char **err);
+
+/* Fails every live end of the transport (counts raised to FAILED), tells
+ * the peers of those ends through the progress thread, and makes later
+ * rails fail.  First why wins.  Any thread, idempotent. */
+void rig_ucx_fail(rig_ucx *u, const char *why);
+/* The failure's reason (NULL while not failed); valid until close. */
+const char *rig_ucx_failed(const rig_ucx *u);
+
+/* Stops every rail: each live end stops (ready only advances the count),
+ * no wake runs any more.  First step of closing; not collective. */
+void rig_ucx_stop(rig_ucx *u);
+/* Releases what the job held: the ends no one holds are freed (the others
+ * when released), the endpoints closed, the progress thread stopped, the
+ * worker destroyed; the context goes with the last end.  detach is called
+ * for every end still attached (the job detaches it from its window). */
+void rig_ucx_close(rig_ucx *u, void (*detach)(void *arg, void *base),
+                   void *arg);
+
+/* The transport section of rig_info (no job needed). */
+bool rig_ucx_info(FILE *out, char **err);
+
+/* ---- UCX rail ends ---------------------------------------------------- */
+
+typedef struct rig_uend rig_uend;
+
+/* Makes this rank's end of a rail to peer: one allocation of the layout's
+ * size from UCX (shared memory a same-node peer maps), NUMA-bound, CUDA-
+ * registered when asked, with its packed rkey.  Not yet connected.  The
+ * lists must have passed rig_check_transfers. */
+bool rig_uend_make(rig_ucx *u, int peer, int64_t id, const rig_transfer *send,
+                   size_t nsend, const rig_transfer *receive, size_t nreceive,
+                   rig_uend **out, char **err);
+
+/* The end's memory (for the job's window) and its packed descriptor for the
+ * peer (valid until the end is connected or discarded). */
+void rig_uend_memory(const rig_uend *e, void **base, size_t *len);
+void rig_uend_desc(const rig_uend *e, const void **desc, size_t *len);
+/* The peer's end addresses, after connect. */
+void rig_uend_peer_addrs(const rig_uend *e, uint64_t *counts,
+                         uint64_t *outbound, uint64_t *inbound);
+int rig_uend_peer(const rig_uend *e);
+/* Whether this end (mine) and the peer's end (theirs) are attached to the
+ * job's window: Open MPI limits a dynamic window's attachments
+ * (osc_rdma_max_attach), and a rail works without it. */
+void rig_uend_set_attached(rig_uend *e, bool mine, bool theirs);
+bool rig_uend_attached(const rig_uend *e, bool *theirs);
+
+/* Connects e to the peer's end from its descriptor and makes the ABI end
+ * and rail (one reference, returned in *out).  On failure e is unchanged
+ * (discard it). */
+bool rig_uend_connect(rig_uend *e, const void *desc, size_t len, rig_rail **out,
+                      char **err);
+
+/* Undoes rig_uend_make, or rig_uend_connect when its rail was never handed
+ * out (rail is that rail or NULL); the peer must not use it any more. */
+void rig_uend_discard(rig_uend *e, rig_rail *rail);
+
+/* The end of a rail made by this transport, or NULL. */
+rig_uend *rig_ucx_find(rig_ucx *u, const rig_rail *r);
+
+#endif
