@@ -100,6 +100,18 @@ tests_cuda_test_cuda_gpu_LDADD = $(CUDA_TEST_LDADD)
 tests_cuda_test_cuda_gpu_LDFLAGS = $(RIG_LDFLAGS)
 EXTRA_tests_cuda_test_cuda_gpu_DEPENDENCIES = $(CUDA_CATALOG)/.stamp
 TESTS += tests/cuda/test_cuda_gpu
+
+# The GPU tests once more, against a stand-in libcuda.so.1 that emulates
+# the example kernels on host threads: the backend's host side end to end
+# on any machine.  Never what device-check.sh uses.
+check_LTLIBRARIES += tests/cuda/libcudamock.la
+tests_cuda_libcudamock_la_SOURCES = tests/cuda/mock_cuda.c
+tests_cuda_libcudamock_la_CPPFLAGS = $(CUDA_CFLAGS)
+tests_cuda_libcudamock_la_CFLAGS = $(RIG_CFLAGS)
+tests_cuda_libcudamock_la_LDFLAGS = -module -avoid-version -shared \
+	-rpath /nowhere $(PTHREAD_LIBS)
+EXTRA_DIST += tests/cuda/test_cuda_mock.sh
+TESTS += tests/cuda/test_cuda_mock.sh
 endif
 endif
 endif
