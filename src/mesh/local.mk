@@ -120,11 +120,12 @@ tests/mesh/programs.stamp: tests/mesh/mesh_test_worker$(EXEEXT) \
 	    $(srcdir)/$$m "$$triple" || exit 1; \
 	done && touch $@
 
+# Globs: rm expands them (the target triple is known at make time only).
 CLEANFILES += examples/mesh/programs.stamp tests/mesh/programs.stamp \
-	'examples/mesh/programs/*/manifest.json' \
-	'examples/mesh/programs/*/*/*' \
-	'tests/mesh/programs/*/manifest.json' \
-	'tests/mesh/programs/*/*/*'
+	examples/mesh/programs/*/manifest.json \
+	examples/mesh/programs/*/*/* \
+	tests/mesh/programs/*/manifest.json \
+	tests/mesh/programs/*/*/*
 
 MESH_TEST_CPPFLAGS = $(MESH_CPPFLAGS) $(CUNIT_CFLAGS) $(XXHASH_CFLAGS) \
 	-DMESH_TEST_PROGRAMS='"$(abs_top_builddir)/tests/mesh/programs"' \

@@ -358,13 +358,13 @@ static void orphan_case(bool by_signal)
 
 static void test_cleanup_kills(void)
 {
-    if (prctl(PR_SET_CHILD_SUBREAPER, 1) != 0) {
+    if (prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0) {
         printf("skipped: no PR_SET_CHILD_SUBREAPER (%s)\n", strerror(errno));
         return;
     }
     orphan_case(false);
     orphan_case(true);
-    prctl(PR_SET_CHILD_SUBREAPER, 0);
+    prctl(PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0);
     T_EQ_U(children(), 0);
 }
 
