@@ -466,6 +466,16 @@ static void test_simultaneous_traps(void)
         atomic_store_explicit(&words(3)->halt, 1, memory_order_release);
         T_TRUE(wait_done(&r, T_TIMEOUT_MS));
         T_EQ_U(atomic_load(&words(3)->exited), 0);
+        /* Each node trapped its own way: OOB, stack exhausted, div 0. */
+        static const uint32_t want[3] = {MESH_WASM_TRAP_OOB,
+                                         MESH_WASM_TRAP_EXHAUSTION, 3};
+        for (uint32_t n = 0; n < nodes; n++) {
+            uint32_t got = mesh_wasm_node_trap(B, 3, n);
+            if (got != want[n % 3]) {
+                T_FAILF("round %u node %u: trap %u (%s), want %u", i, n, got,
+                        mesh_wasm_trap_str(got), want[n % 3]);
+            }
+        }
         char *why = B->ops->crashed(B, r.st, r.k);
         T_TRUE(why != NULL && strstr(why, " trapped: ") != NULL);
         if (i == 0 && why != NULL) {

@@ -25,6 +25,7 @@ EXTRA_DIST += \
 	$(WASM_EXAMPLES_SRC) \
 	$(WASM_TEST_WAT) \
 	tests/wasm/test_examples.sh \
+	tests/wasm/test_mesh_run.sh \
 	tests/fuzz/fuzz_wasm.c \
 	tests/fuzz/corpus/wasm
 
@@ -69,7 +70,8 @@ CLEANFILES += $(WASM_EXAMPLES_BUILT)
 
 if RIG_HAVE_CUNIT
 check_PROGRAMS += tests/wasm/test_wasm
-TESTS += tests/wasm/test_wasm tests/wasm/test_examples.sh
+TESTS += tests/wasm/test_wasm tests/wasm/test_examples.sh \
+	tests/wasm/test_mesh_run.sh
 UNIT_TESTS += tests/wasm/test_wasm
 tests_wasm_test_wasm_SOURCES = tests/wasm/test_wasm.c tests/test_util.h
 tests_wasm_test_wasm_CPPFLAGS = $(WASM_CPPFLAGS) $(CUNIT_CFLAGS) \

@@ -482,6 +482,16 @@ bool mesh_wasm_node_binding(const mesh_backend *b, uint32_t slot,
     return mesh_wasm_run_binding(wk->run, node, out, err);
 }
 
+uint32_t mesh_wasm_node_trap(const mesh_backend *b, uint32_t slot,
+                             uint32_t node)
+{
+    if (b == NULL || b->ops != &backend_ops || slot >= MESH_PROG_SLOTS) {
+        return 0;
+    }
+    wasm_kernel *wk = ((wasm_backend *)b->self)->in_slot[slot];
+    return wk != NULL ? mesh_wasm_run_trap(wk->run, node) : 0;
+}
+
 void mesh_wasm_lane_counts(const mesh_backend *b, uint32_t *alive,
                            uint32_t *lost)
 {

@@ -239,6 +239,9 @@ void mesh_wasm_run_free(mesh_wasm_run *r);
 bool mesh_wasm_run_binding(const mesh_wasm_run *r, uint32_t node, char **out,
                            char **err);
 
+/* The trap that ended node (0: none yet); read once the run is done. */
+uint32_t mesh_wasm_run_trap(const mesh_wasm_run *r, uint32_t node);
+
 /* The most lanes a pool makes. */
 #define MESH_WASM_MAX_LANES 1024u
 /* Default lane stack (the wasm call stack): 8 MiB. */
@@ -299,6 +302,10 @@ bool mesh_wasm_backend_open(const mesh_settings *s, mesh_backend **out,
  * from the lane's thread; malloc'd into *out.  Errors: "invalid: ". */
 bool mesh_wasm_node_binding(const mesh_backend *b, uint32_t slot,
                             uint32_t node, char **out, char **err);
+/* For tests: the trap code that ended node of slot's last launch (0: it
+ * returned or still runs).  0 for a bad argument. */
+uint32_t mesh_wasm_node_trap(const mesh_backend *b, uint32_t slot,
+                             uint32_t node);
 /* For tests: lanes alive in the pool and lanes abandoned. */
 void mesh_wasm_lane_counts(const mesh_backend *b, uint32_t *alive,
                            uint32_t *lost);

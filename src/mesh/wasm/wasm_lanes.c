@@ -687,3 +687,10 @@ bool mesh_wasm_run_binding(const mesh_wasm_run *r, uint32_t node, char **out,
     }
     return true;
 }
+
+uint32_t mesh_wasm_run_trap(const mesh_wasm_run *r, uint32_t node)
+{
+    return r != NULL && node < r->nodes && mesh_wasm_run_done(r)
+               ? r->node[node].trap
+               : 0;
+}
