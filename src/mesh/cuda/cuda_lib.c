@@ -12,6 +12,12 @@
 #define MESH_STR(x) #x
 #define MESH_XSTR(x) MESH_STR(x)
 
+/* Both libraries stay mapped once loaded (RTLD_NODELETE): nvJitLink
+ * carries its own C++ runtime, whose static pools an unload would leak
+ * (valgrind: 72 KiB definitely lost per dlclose), and neither is meant to
+ * be unloaded while a process may still hold its objects.  dlclose then
+ * only drops the reference. */
+
 /* ---- libcuda ------------------------------------------------------------ */
 
 bool mesh_cu_lib_open(mesh_cu_lib *cu, char **err)
@@ -21,7 +27,7 @@ bool mesh_cu_lib_open(mesh_cu_lib *cu, char **err)
     }
     /* The system's driver only: the toolkit's lib64/stubs/libcuda.so is a
      * link-time stand-in that fails every call. */
-    void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
     if (lib == NULL) {
         const char *why = dlerror();
         return rig_err(err,
@@ -127,7 +133,7 @@ bool mesh_njl_lib_open(mesh_njl_lib *j, const char *dir, char **err)
         if (asprintf(&path, "%s/%s", dir, names[i]) < 0) {
             return rig_err(err, "nomem: nvJitLink path");
         }
-        lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+        lib = dlopen(path, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
         if (lib != NULL) {
             break;
         }
