@@ -114,17 +114,30 @@ int main(int argc, char **argv)
             return fail(name, err);
         }
     } else {
+        /* Say why each listed backend refused, not only the last. */
+        char *why = NULL;
         for (size_t i = 0; i < m.nbackends && b == NULL; i++) {
+            kind = m.backends[i];
+            if (mesh_backend_open(kind, NULL, &b, &err)) {
+                break;
+            }
+            char *joined = NULL;
+            if (asprintf(&joined, "%s%s%s", why != NULL ? why : "",
+                         why != NULL ? "; " : "",
+                         err != NULL ? err : "?") < 0) {
+                joined = NULL;
+            }
+            free(why);
             free(err);
             err = NULL;
-            kind = m.backends[i];
-            mesh_backend_open(kind, NULL, &b, &err);
+            why = joined;
         }
         if (b == NULL) {
             mesh_manifest_free(&m);
             mesh_payload_free(&src);
-            return fail(name, err);
+            return fail(name, why);
         }
+        free(why);
     }
     mesh_manifest_free(&m);
     mesh_driver *d = NULL;
