@@ -60,6 +60,10 @@ uint32_t mesh_worker_slot(const mesh_worker *w);
 uint32_t mesh_worker_node(const mesh_worker *w);
 uint32_t mesh_worker_nodes(const mesh_worker *w);
 
+/* Nodes of the launch online so far (P_ONLINE, acquire): a program may
+ * wait for all of them before it depends on its peers. */
+uint32_t mesh_worker_online_nodes(const mesh_worker *w);
+
 /* The program's scratch, shared by its nodes (NULL and 0 when none). */
 void *mesh_worker_scratch(const mesh_worker *w, size_t *bytes);
 

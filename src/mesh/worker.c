@@ -201,6 +201,12 @@ uint32_t mesh_worker_nodes(const mesh_worker *w)
     return w != NULL ? w->nodes : 0;
 }
 
+uint32_t mesh_worker_online_nodes(const mesh_worker *w)
+{
+    return w != NULL ? atomic_load_explicit(&w->s->online, memory_order_acquire)
+                     : 0;
+}
+
 void *mesh_worker_scratch(const mesh_worker *w, size_t *bytes)
 {
     if (bytes != NULL) {

@@ -16,10 +16,17 @@
 #include <unistd.h>
 
 /* Sanitized builds: the deliberate SIGSEGVs here must stay real signals
- * (ASan would turn them into exit 1).  ASAN_OPTIONS still overrides. */
+ * (ASan and TSan would turn them into an exit).  *SAN_OPTIONS still
+ * override. */
 __attribute__((visibility("default"), used)) const char *
 __asan_default_options(void);
 const char *__asan_default_options(void)
+{
+    return "handle_segv=0";
+}
+__attribute__((visibility("default"), used)) const char *
+__tsan_default_options(void);
+const char *__tsan_default_options(void)
 {
     return "handle_segv=0";
 }

@@ -4,6 +4,7 @@
  *   ok        online, then steps (point 0 = steps) until halted
  *   finish N  online, N steps, writes (node + 1) * 111 to scratch[node]
  *   crash     as ok, but node 2 (or the last) dies by SIGSEGV soon after
+ *             all nodes are online
  *   stubborn  online, then ignores P_HALT and SIGTERM
  *   never     never goes online; leaves when halted
  *
@@ -21,10 +22,17 @@
 #define GUARD_MS 30000
 
 /* Sanitized builds: the deliberate SIGSEGVs here must stay real signals
- * (ASan would turn them into exit 1).  ASAN_OPTIONS still overrides. */
+ * (ASan and TSan would turn them into an exit).  *SAN_OPTIONS still
+ * override. */
 __attribute__((visibility("default"), used)) const char *
 __asan_default_options(void);
 const char *__asan_default_options(void)
+{
+    return "handle_segv=0";
+}
+__attribute__((visibility("default"), used)) const char *
+__tsan_default_options(void);
+const char *__tsan_default_options(void)
 {
     return "handle_segv=0";
 }
@@ -55,6 +63,12 @@ int main(int argc, char **argv)
     }
     long steps = strcmp(mode, "finish") == 0 && argc > 2 ? atol(argv[2]) : -1;
     uint32_t victim = nodes > 2 ? 2 : nodes - 1;
+    /* The victim dies only once the launch is up (slow starts: TSan). */
+    for (long i = 0; strcmp(mode, "crash") == 0 && node == victim &&
+                     mesh_worker_online_nodes(w) < nodes && i < GUARD_MS;
+         i++) {
+        nap();
+    }
     for (long i = 0; i < GUARD_MS; i++) {
         if (steps >= 0 && i >= steps) {
             break;
