@@ -6,7 +6,11 @@
 #include "rig/remote_abi.h"
 #include "rig/settings.h"
 
-#include <dlfcn.h>
+#if defined(RIG_HAVE_CUDA) && defined(RIG_HAVE_JANSSON) &&                    \
+    defined(RIG_HAVE_XXHASH)
+#include "mesh/cuda.h"
+#endif
+
 #include <hwloc.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -82,40 +86,21 @@ static int print_machine(void)
     return 0;
 }
 
-/* GPUs through the driver, loaded at run time like the CUDA backend does. */
+/* GPUs and their caps, through the CUDA backend's run-time loaded driver. */
 static void print_gpus(void)
 {
     printf("  GPUs:               ");
-    void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-    if (lib == NULL) {
-        printf("none (no CUDA driver: libcuda.so.1 not found)\n");
-        return;
+#if defined(RIG_HAVE_CUDA) && defined(RIG_HAVE_JANSSON) &&                    \
+    defined(RIG_HAVE_XXHASH)
+    char *err = NULL;
+    fflush(stdout);
+    if (!mesh_cuda_describe(stdout, &err)) {
+        printf("none (%s)\n", err != NULL ? err : "?");
+        free(err);
     }
-    typedef int (*init_t)(unsigned);
-    typedef int (*count_t)(int *);
-    typedef int (*get_t)(int *, int);
-    typedef int (*name_t)(char *, int, int);
-    init_t cu_init = (init_t)dlsym(lib, "cuInit");
-    count_t cu_count = (count_t)dlsym(lib, "cuDeviceGetCount");
-    get_t cu_get = (get_t)dlsym(lib, "cuDeviceGet");
-    name_t cu_name = (name_t)dlsym(lib, "cuDeviceGetName");
-    int n = 0;
-    int rc = cu_init != NULL ? cu_init(0) : -1;
-    if (rc != 0 || cu_count == NULL || cu_count(&n) != 0) {
-        printf("none (CUDA driver present, cuInit returned %d)\n", rc);
-        dlclose(lib);
-        return;
-    }
-    printf("%d\n", n);
-    for (int i = 0; i < n; i++) {
-        int dev = 0;
-        char name[256] = "?";
-        if (cu_get != NULL && cu_get(&dev, i) == 0 && cu_name != NULL) {
-            cu_name(name, sizeof(name), dev);
-        }
-        printf("  GPU %d:              %s\n", i, name);
-    }
-    dlclose(lib);
+#else
+    printf("none (this rig was built without CUDA headers)\n");
+#endif
 }
 
 static void print_settings(void)

@@ -70,6 +70,8 @@ src_mesh_cuda_libmeshcuda_la_CPPFLAGS = $(RIG_ABI_CPPFLAGS) $(CUDA_CFLAGS) \
 src_mesh_cuda_libmeshcuda_la_CFLAGS = $(RIG_CFLAGS)
 src_mesh_cuda_libmeshcuda_la_LIBADD = -ldl
 EXTRA_src_mesh_cuda_libmeshcuda_la_DEPENDENCIES = $(CUDA_CATALOG)/.stamp
+# Its strong mesh_cuda_open/mesh_cuda_built replace the table's weak stubs.
+src_librig_la_LIBADD += src/mesh/cuda/libmeshcuda.la
 
 # Unit tests: no GPU needed (the GPU ones skip with their reason).
 CUDA_TEST_CPPFLAGS = $(RIG_ABI_CPPFLAGS) $(CUDA_CFLAGS) $(CUNIT_CFLAGS) \
