@@ -24,9 +24,9 @@ static void must(int cond)
 static int reason_ok(const char *e)
 {
     static const char *const words[] = {
-        "manifest: ", "abi: ", "unsupported: ", "missing: ", "hash: ",
-        "compile: ", "limits: ", "load: ", "system: ", "nomem: ",
-        "timeout: "};
+        "manifest: ", "abi: ",     "unsupported: ", "missing: ",
+        "hash: ",     "compile: ", "limits: ",      "load: ",
+        "system: ",   "nomem: ",   "timeout: "};
     for (size_t i = 0; i < sizeof(words) / sizeof(words[0]); i++) {
         if (strncmp(e, words[i], strlen(words[i])) == 0) {
             return 1;

@@ -61,8 +61,8 @@ static uint8_t *assemble(const char *wat, size_t *len)
 {
     char out[512], cmd[2048];
     snprintf(out, sizeof(out), "%s/%s.wasm", tmp_dir, strrchr(wat, '/') + 1);
-    snprintf(cmd, sizeof(cmd), "'%s' '%s/%s' -o '%s'", WASM_TEST_WAT2WASM,
-             SRC, wat, out);
+    snprintf(cmd, sizeof(cmd), "'%s' '%s/%s' -o '%s'", WASM_TEST_WAT2WASM, SRC,
+             wat, out);
     if (system(cmd) != 0) {
         return NULL;
     }
@@ -76,8 +76,8 @@ static bool make_payload(const char *name, const char *extra,
     char json[512], file[128];
     char *err = NULL;
     snprintf(json, sizeof(json),
-             "{\"name\": \"%s\", \"abi\": 1, \"backends\": [\"wasm\"]%s}",
-             name, extra);
+             "{\"name\": \"%s\", \"abi\": 1, \"backends\": [\"wasm\"]%s}", name,
+             extra);
     snprintf(file, sizeof(file), "%s.wasm", name);
     bool ok = mesh_payload_init(p, name, &err) &&
               mesh_payload_add(p, "manifest.json", json, strlen(json), &err) &&
@@ -121,8 +121,8 @@ static mesh_cb_slot *words(uint32_t slot)
     return &CB->slot[slot];
 }
 
-static bool launch(mesh_prepared *p, uint32_t slot, uint32_t nodes,
-                   running *r, bool wait_online)
+static bool launch(mesh_prepared *p, uint32_t slot, uint32_t nodes, running *r,
+                   bool wait_online)
 {
     char *err = NULL;
     memset(r, 0, sizeof(*r));
@@ -291,8 +291,8 @@ static void test_refusals(void)
 {
     char *err = NULL;
     mesh_prepared p;
-    T_ERR(prepare_on(B, "tests/wasm/programs/bad_import.wat", "bad_import",
-                     "", &p, &err),
+    T_ERR(prepare_on(B, "tests/wasm/programs/bad_import.wat", "bad_import", "",
+                     &p, &err),
           err, "unsupported: ");
     /* The message names the culprit. */
     prepare_on(B, "tests/wasm/programs/bad_import.wat", "bad_import", "", &p,
@@ -300,11 +300,10 @@ static void test_refusals(void)
     T_TRUE(err != NULL && strstr(err, "env.printf") != NULL);
     free(err);
     err = NULL;
-    T_ERR(prepare_on(B, "tests/wasm/programs/no_entry.wat", "no_entry", "",
-                     &p, &err),
+    T_ERR(prepare_on(B, "tests/wasm/programs/no_entry.wat", "no_entry", "", &p,
+                     &err),
           err, "compile: ");
-    prepare_on(B, "tests/wasm/programs/no_entry.wat", "no_entry", "", &p,
-               &err);
+    prepare_on(B, "tests/wasm/programs/no_entry.wat", "no_entry", "", &p, &err);
     T_TRUE(err != NULL && strstr(err, "exports no function \"no_entry\""));
     free(err);
     err = NULL;
@@ -326,8 +325,7 @@ static void test_refusals(void)
         "{\"name\": \"nat\", \"abi\": 1, \"backends\": [\"native\"]}";
     mesh_payload_init(&pl, "nat", NULL);
     mesh_payload_add(&pl, "manifest.json", json, strlen(json), NULL);
-    T_ERR(c->ops->prepare(c, &pl, NULL, NULL, &p, &err), err,
-          "unsupported: ");
+    T_ERR(c->ops->prepare(c, &pl, NULL, NULL, &p, &err), err, "unsupported: ");
 }
 
 static void test_iface(void)
@@ -631,8 +629,8 @@ static void test_never_checks(void)
     if (under_valgrind) {
         return; /* a lane spinning for good would starve valgrind */
     }
-    bool ok = prepare_on(B, "tests/wasm/programs/never.wat", "never", "", &p,
-                         &err);
+    bool ok =
+        prepare_on(B, "tests/wasm/programs/never.wat", "never", "", &p, &err);
     T_OK(ok, err);
     if (!ok || !launch(&p, 8, 1, &r, true)) {
         return;

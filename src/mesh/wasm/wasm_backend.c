@@ -43,8 +43,8 @@ static uint64_t k_scratch(const mesh_kernel *k)
     return (uint64_t)(uintptr_t)wk->scratch;
 }
 
-static bool k_global_u32(const mesh_kernel *k, const char *name,
-                         uint32_t *out, char **err)
+static bool k_global_u32(const mesh_kernel *k, const char *name, uint32_t *out,
+                         char **err)
 {
     const wasm_kernel *wk = k->self;
     if (name != NULL && strcmp(name, "MESH_RT_ABI") == 0) {
@@ -211,8 +211,9 @@ static bool b_load(const mesh_backend *b, mesh_prepared *p, mesh_kernel **out,
         void *s = mmap(NULL, wk->img->scratch_bytes, PROT_READ | PROT_WRITE,
                        MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
         if (s == MAP_FAILED) {
-            return rig_err(err, "load: mmap of %llu scratch bytes for %s "
-                                "failed: %s",
+            return rig_err(err,
+                           "load: mmap of %llu scratch bytes for %s "
+                           "failed: %s",
                            (unsigned long long)wk->img->scratch_bytes,
                            wk->img->name, strerror(errno));
         }
@@ -257,14 +258,16 @@ static bool b_launch(const mesh_backend *b, const mesh_stream *st,
     wasm_backend *wb = b->self;
     if (k == NULL || k->ops != &kernel_ops || slot >= MESH_PROG_SLOTS ||
         nodes == 0) {
-        return rig_err(err, "invalid: wasm launch: bad kernel, slot %u or "
-                            "%u nodes",
+        return rig_err(err,
+                       "invalid: wasm launch: bad kernel, slot %u or "
+                       "%u nodes",
                        slot, nodes);
     }
     wasm_kernel *wk = k->self;
     if (!mesh_wasm_run_done(wk->run)) {
-        return rig_err(err, "invalid: program %s in slot %u still runs its "
-                            "last launch",
+        return rig_err(err,
+                       "invalid: program %s in slot %u still runs its "
+                       "last launch",
                        wk->img->name, slot);
     }
     mesh_wasm_run_free(wk->run);
@@ -332,20 +335,20 @@ static bool b_stack_limit(const mesh_backend *b, size_t *out, char **err)
     return true;
 }
 
-static bool b_set_stack_limit(const mesh_backend *b, size_t bytes,
-                              char **err)
+static bool b_set_stack_limit(const mesh_backend *b, size_t bytes, char **err)
 {
     if (bytes < (64u << 10) || bytes > (1ull << 30)) {
-        return rig_err(err, "invalid: a lane stack of %zu bytes (64 KiB to "
-                            "1 GiB)",
+        return rig_err(err,
+                       "invalid: a lane stack of %zu bytes (64 KiB to "
+                       "1 GiB)",
                        bytes);
     }
     mesh_wasm_pool_set_stack(((wasm_backend *)b->self)->pool, bytes);
     return true;
 }
 
-static bool b_module_scope(const mesh_backend *b, bool has_slot,
-                           uint32_t slot, uint32_t *scope)
+static bool b_module_scope(const mesh_backend *b, bool has_slot, uint32_t slot,
+                           uint32_t *scope)
 {
     (void)b;
     /* Lanes: a change touches only its own slot; a load or free, none. */
@@ -468,8 +471,8 @@ err_destroy:
     return false;
 }
 
-bool mesh_wasm_node_binding(const mesh_backend *b, uint32_t slot,
-                            uint32_t node, char **out, char **err)
+bool mesh_wasm_node_binding(const mesh_backend *b, uint32_t slot, uint32_t node,
+                            char **out, char **err)
 {
     if (b == NULL || b->ops != &backend_ops || slot >= MESH_PROG_SLOTS ||
         out == NULL) {

@@ -98,8 +98,8 @@ static bool run_tool(char *const argv[], const char *dir, const char *log,
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);
     posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-    posix_spawn_file_actions_addopen(&fa, 1, log,
-                                     O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    posix_spawn_file_actions_addopen(&fa, 1, log, O_WRONLY | O_CREAT | O_TRUNC,
+                                     0600);
     posix_spawn_file_actions_adddup2(&fa, 1, 2);
     posix_spawnattr_t attr;
     posix_spawnattr_init(&attr);
@@ -148,8 +148,7 @@ static bool run_tool(char *const argv[], const char *dir, const char *log,
     }
     child_track(pid, false);
     if (timed_out) {
-        return rig_err(err, "timeout: %s ran past %u ms", argv[0],
-                       timeout_ms);
+        return rig_err(err, "timeout: %s ran past %u ms", argv[0], timeout_ms);
     }
     if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
         return true;
@@ -175,9 +174,10 @@ static bool private_dir(const char *path, char **err)
     }
     if (!S_ISDIR(st.st_mode) || st.st_uid != geteuid() ||
         (st.st_mode & 022) != 0) {
-        return rig_err(err, "system: the wasm cache %s is not a private "
-                            "directory of this user (rig loads code from "
-                            "it)",
+        return rig_err(err,
+                       "system: the wasm cache %s is not a private "
+                       "directory of this user (rig loads code from "
+                       "it)",
                        path);
     }
     return true;
@@ -200,8 +200,7 @@ static bool make_dirs(const char *path, char **err)
     if (mkdir(p, 0700) != 0 && errno != EEXIST) {
         int e = errno;
         free(p);
-        return rig_err(err, "system: mkdir %s failed: %s", path,
-                       strerror(e));
+        return rig_err(err, "system: mkdir %s failed: %s", path, strerror(e));
     }
     free(p);
     return private_dir(path, err);
@@ -299,8 +298,9 @@ bool mesh_wasm_tools_open(mesh_wasm_tools *t, char **err)
         return false;
     }
     if (tmo == 0 || tmo > UINT32_MAX) {
-        return rig_err(err, "invalid: RIG_WASM_COMPILE_TIMEOUT_MS=%llu is "
-                            "out of range",
+        return rig_err(err,
+                       "invalid: RIG_WASM_COMPILE_TIMEOUT_MS=%llu is "
+                       "out of range",
                        (unsigned long long)tmo);
     }
     t->timeout_ms = (uint32_t)tmo;
@@ -329,20 +329,24 @@ bool mesh_wasm_tools_open(mesh_wasm_tools *t, char **err)
     free(rt_h);
     bool ok = false;
     if (!runnable(t->wasm2c)) {
-        rig_err(err, "unsupported: wasm2c is not on this machine (%s; "
-                     "install Debian's wabt or set RIG_WASM2C)",
+        rig_err(err,
+                "unsupported: wasm2c is not on this machine (%s; "
+                "install Debian's wabt or set RIG_WASM2C)",
                 t->wasm2c);
     } else if (!have_rt) {
-        rig_err(err, "unsupported: wasm2c's runtime header wasm-rt.h is "
-                     "not in %s (set RIG_WASM_RT_DIR)",
+        rig_err(err,
+                "unsupported: wasm2c's runtime header wasm-rt.h is "
+                "not in %s (set RIG_WASM_RT_DIR)",
                 t->rt_dir);
     } else if (!runnable(t->cc)) {
-        rig_err(err, "unsupported: no C compiler to build wasm modules (%s; "
-                     "set RIG_WASM_CC)",
+        rig_err(err,
+                "unsupported: no C compiler to build wasm modules (%s; "
+                "set RIG_WASM_CC)",
                 t->cc);
     } else if (t->cache[0] != '/' || strlen(t->cache) > 3000) {
-        rig_err(err, "invalid: RIG_WASM_CACHE=%s is not an absolute path "
-                     "of at most 3000 bytes",
+        rig_err(err,
+                "invalid: RIG_WASM_CACHE=%s is not an absolute path "
+                "of at most 3000 bytes",
                 t->cache);
     } else {
         ok = make_dirs(t->cache, err) && tools_version(t, err);
@@ -516,8 +520,9 @@ static bool write_glue(const char *path, bool imports, const char *entry,
             "  Z_m_instantiate((Z_m_instance_t *)i%s);\n"
             "}\n",
             imports ? ", (C *)c" : "");
-    fprintf(f, "static void m_entry(void *i) { Z_mZ_%s((Z_m_instance_t *)i); "
-               "}\n",
+    fprintf(f,
+            "static void m_entry(void *i) { Z_mZ_%s((Z_m_instance_t *)i); "
+            "}\n",
             entry);
     if (mem[0] != '\0') {
         fprintf(f,
@@ -622,22 +627,14 @@ static bool compile(const mesh_wasm_tools *t, const mesh_wasm_info *info,
              write_glue(glue, info->imports_mesh, entry, mem, err);
     }
     if (ok) {
-        char *argv[] = {t->cc,
-                        "-std=gnu11",
-                        "-O2",
-                        "-fPIC",
-                        "-shared",
-                        "-fvisibility=hidden",
-                        "-w",
-                        "-DWASM_RT_MEMCHECK_SIGNAL_HANDLER=1",
-                        inc_rt,
-                        inc_w,
-                        "-o",
-                        out_so,
-                        glue,
-                        out_c,
-                        "-lm",
-                        "-Wl,-z,defs",
+        char *argv[] = {t->cc,     "-std=gnu11",
+                        "-O2",     "-fPIC",
+                        "-shared", "-fvisibility=hidden",
+                        "-w",      "-DWASM_RT_MEMCHECK_SIGNAL_HANDLER=1",
+                        inc_rt,    inc_w,
+                        "-o",      out_so,
+                        glue,      out_c,
+                        "-lm",     "-Wl,-z,defs",
                         NULL};
         ok = run_tool(argv, work, log, t->timeout_ms, err);
     }
@@ -659,8 +656,7 @@ static bool load_so(const char *so, mesh_wasm_image *img, char **err)
     img->dl = dlopen(so, RTLD_NOW | RTLD_LOCAL);
     if (img->dl == NULL) {
         const char *e = dlerror();
-        return rig_err(err, "compile: dlopen %s failed: %s", so,
-                       e ? e : "?");
+        return rig_err(err, "compile: dlopen %s failed: %s", so, e ? e : "?");
     }
     mesh_wasm_module_fn fn =
         (mesh_wasm_module_fn)dlsym(img->dl, MESH_WASM_MODULE_SYM);
@@ -677,8 +673,9 @@ static bool load_so(const char *so, mesh_wasm_image *img, char **err)
     if (img->mod == NULL) {
         dlclose(img->dl);
         img->dl = NULL;
-        return rig_err(err, "compile: %s is not a module of rig's glue ABI "
-                            "%u",
+        return rig_err(err,
+                       "compile: %s is not a module of rig's glue ABI "
+                       "%u",
                        so, MESH_WASM_GLUE_ABI);
     }
     return true;
@@ -716,10 +713,10 @@ bool mesh_wasm_prepare(const mesh_wasm_tools *t, mesh_payload *src,
     mesh_wasm_info info;
     char so[4096];
     if (expect != NULL && *expect != hash) {
-        rig_err(err, "hash: program %s hashes to %016llx, not the expected "
-                     "%016llx",
-                m.name, (unsigned long long)hash,
-                (unsigned long long)*expect);
+        rig_err(err,
+                "hash: program %s hashes to %016llx, not the expected "
+                "%016llx",
+                m.name, (unsigned long long)hash, (unsigned long long)*expect);
         goto err_free;
     }
     if (wasm == NULL) {
@@ -727,8 +724,9 @@ bool mesh_wasm_prepare(const mesh_wasm_tools *t, mesh_payload *src,
         goto err_free;
     }
     if (m.threads > 1) {
-        rig_err(err, "limits: program %s asks for %u threads per node; the "
-                     "wasm backend runs one",
+        rig_err(err,
+                "limits: program %s asks for %u threads per node; the "
+                "wasm backend runs one",
                 m.name, m.threads);
         goto err_free;
     }
@@ -756,8 +754,7 @@ bool mesh_wasm_prepare(const mesh_wasm_tools *t, mesh_payload *src,
         /* A cached object that does not load (truncated, another glue):
          * build it afresh once. */
         unlink(so);
-        if (!compile(t, &info, &m, wasm, so, err) ||
-            !load_so(so, im, err)) {
+        if (!compile(t, &info, &m, wasm, so, err) || !load_so(so, im, err)) {
             goto err_free;
         }
     }

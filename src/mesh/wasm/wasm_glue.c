@@ -173,10 +173,9 @@ static uint32_t glue_memory_grow(mesh_wasm_memory *m, uint32_t delta)
     }
     if (want > m->max_pages || want > 65536) {
         ret = UINT32_MAX;
-    } else if (delta > 0 &&
-               mprotect(m->data + (size_t)old * WASM_PAGE,
-                        (size_t)delta * WASM_PAGE,
-                        PROT_READ | PROT_WRITE) != 0) {
+    } else if (delta > 0 && mprotect(m->data + (size_t)old * WASM_PAGE,
+                                     (size_t)delta * WASM_PAGE,
+                                     PROT_READ | PROT_WRITE) != 0) {
         ret = UINT32_MAX;
     } else {
         m->pages = (uint32_t)want;
@@ -230,8 +229,8 @@ static void glue_table_allocate(mesh_wasm_table *t, size_t elem, uint32_t n,
     t->max_size = max;
 }
 
-static uint32_t glue_table_grow(mesh_wasm_table *t, size_t elem,
-                                uint32_t delta, const void *init)
+static uint32_t glue_table_grow(mesh_wasm_table *t, size_t elem, uint32_t delta,
+                                const void *init)
 {
     uint32_t old = t->size;
     uint64_t want = (uint64_t)old + delta;

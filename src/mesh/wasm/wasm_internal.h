@@ -60,7 +60,7 @@ typedef struct {
 /* Host functions a module calls.  ctx is the node's context (the
  * `struct Z_mesh_instance_t *` of the generated code). */
 typedef struct {
-    uint32_t abi; /* MESH_WASM_GLUE_ABI */
+    uint32_t abi;  /* MESH_WASM_GLUE_ABI */
     uint32_t size; /* sizeof(mesh_wasm_host) */
     /* runtime */
     void (*trap)(uint32_t code); /* does not return */
@@ -84,18 +84,16 @@ typedef struct {
     uint32_t (*point)(void *ctx, uint32_t i, uint64_t value);
     void (*fail)(void *ctx, uint32_t code);
     uint64_t (*scratch_size)(void *ctx);
-    void (*scratch_read)(void *ctx, uint32_t dst, uint64_t off,
-                         uint32_t len);
-    void (*scratch_write)(void *ctx, uint64_t off, uint32_t src,
-                          uint32_t len);
+    void (*scratch_read)(void *ctx, uint32_t dst, uint64_t off, uint32_t len);
+    void (*scratch_write)(void *ctx, uint64_t off, uint32_t src, uint32_t len);
 } mesh_wasm_host;
 
 /* What a compiled module gives the host. */
 typedef struct {
-    uint32_t abi;           /* MESH_WASM_GLUE_ABI */
-    uint32_t host_size;     /* sizeof(mesh_wasm_host) the glue saw */
-    uint32_t memory_size;   /* sizeof(wasm_rt_memory_t) */
-    size_t instance_size;   /* bytes of one instance */
+    uint32_t abi;         /* MESH_WASM_GLUE_ABI */
+    uint32_t host_size;   /* sizeof(mesh_wasm_host) the glue saw */
+    uint32_t memory_size; /* sizeof(wasm_rt_memory_t) */
+    size_t instance_size; /* bytes of one instance */
     void (*init_module)(void);
     /* Instantiates into zeroed inst with the node's context. */
     void (*instantiate)(void *inst, void *ctx);
@@ -105,8 +103,7 @@ typedef struct {
     void (*free)(void *inst);
 } mesh_wasm_module;
 
-typedef const mesh_wasm_module *(*mesh_wasm_module_fn)(
-    const mesh_wasm_host *h);
+typedef const mesh_wasm_module *(*mesh_wasm_module_fn)(const mesh_wasm_host *h);
 
 /* rig's trap codes: wabt's (wasm_rt_trap_t, 1..8 in 1.0.32) and rig's. */
 #define MESH_WASM_TRAP_OOB 1u
@@ -169,9 +166,9 @@ const char *mesh_wasm_trap_str(uint32_t code);
 
 /* What rig needs to know of a module before compiling it. */
 typedef struct {
-    bool has_memory;      /* defines a memory */
-    bool imports_mesh;    /* imports at least one mesh.* function */
-    uint32_t min_pages;   /* its memory's initial pages */
+    bool has_memory;    /* defines a memory */
+    bool imports_mesh;  /* imports at least one mesh.* function */
+    uint32_t min_pages; /* its memory's initial pages */
 } mesh_wasm_info;
 
 /* Reads len bytes of a module and checks what rig relies on: framing of
@@ -251,21 +248,21 @@ uint32_t mesh_wasm_run_trap(const mesh_wasm_run *r, uint32_t node);
 
 /* A compiled, loaded module: the image a mesh_prepared carries. */
 typedef struct mesh_wasm_image {
-    void *dl;                      /* dlopen handle */
-    const mesh_wasm_module *mod;   /* its table */
-    char *name;                    /* the program's name */
-    uint64_t scratch_bytes;        /* the manifest's scratch */
+    void *dl;                    /* dlopen handle */
+    const mesh_wasm_module *mod; /* its table */
+    char *name;                  /* the program's name */
+    uint64_t scratch_bytes;      /* the manifest's scratch */
     uint32_t threads;
 } mesh_wasm_image;
 
 /* Where tools and the cache are (resolved from RIG_* at open). */
 typedef struct {
-    char *wasm2c;    /* RIG_WASM2C, default the configured path */
-    char *cc;        /* RIG_WASM_CC, default "cc" */
-    char *rt_dir;    /* RIG_WASM_RT_DIR: wasm-rt.h's directory */
-    char *cache;     /* RIG_WASM_CACHE, $XDG_CACHE_HOME/rig/wasm or
-                        /tmp/rig-wasm-<uid> */
-    char *version;   /* `wasm2c --version` */
+    char *wasm2c;        /* RIG_WASM2C, default the configured path */
+    char *cc;            /* RIG_WASM_CC, default "cc" */
+    char *rt_dir;        /* RIG_WASM_RT_DIR: wasm-rt.h's directory */
+    char *cache;         /* RIG_WASM_CACHE, $XDG_CACHE_HOME/rig/wasm or
+                            /tmp/rig-wasm-<uid> */
+    char *version;       /* `wasm2c --version` */
     uint32_t timeout_ms; /* RIG_WASM_COMPILE_TIMEOUT_MS, default 120000 */
 } mesh_wasm_tools;
 
@@ -300,8 +297,8 @@ bool mesh_wasm_backend_open(const mesh_settings *s, mesh_backend **out,
 /* For tests: the cpuset (hwloc bitmap, as a list string "0-1") the lane
  * running node of slot's last launch was bound to, as hwloc reports it
  * from the lane's thread; malloc'd into *out.  Errors: "invalid: ". */
-bool mesh_wasm_node_binding(const mesh_backend *b, uint32_t slot,
-                            uint32_t node, char **out, char **err);
+bool mesh_wasm_node_binding(const mesh_backend *b, uint32_t slot, uint32_t node,
+                            char **out, char **err);
 /* For tests: the trap code that ended node of slot's last launch (0: it
  * returned or still runs).  0 for a bad argument. */
 uint32_t mesh_wasm_node_trap(const mesh_backend *b, uint32_t slot,

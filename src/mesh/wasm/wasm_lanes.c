@@ -136,8 +136,7 @@ void mesh_wasm_imp_fail(void *ctx, uint32_t code)
     wasm_node *n = check(ctx);
     mesh_cb_slot *w = n->run->job.words;
     uint32_t ok = MESH_NODE_OK;
-    if (atomic_compare_exchange_strong(&w->error, &ok,
-                                       MESH_NODE_ERR_PROGRAM)) {
+    if (atomic_compare_exchange_strong(&w->error, &ok, MESH_NODE_ERR_PROGRAM)) {
         atomic_store(&w->error_node, n->node);
         atomic_store(&w->error_arg, code);
     }
@@ -155,9 +154,8 @@ static void ranges(wasm_node *n, uint64_t off, uint32_t at, uint32_t len,
 {
     mesh_wasm_trap_state *ts = mesh_wasm_glue_lane();
     uint64_t have = n->run->job.scratch_bytes;
-    if (ts == NULL || ts->mem == NULL ||
-        (uint64_t)at + len > ts->mem->size || off > have ||
-        len > have - off) {
+    if (ts == NULL || ts->mem == NULL || (uint64_t)at + len > ts->mem->size ||
+        off > have || len > have - off) {
         mesh_wasm_trap(MESH_WASM_TRAP_OOB);
     }
     *scr = n->run->job.scratch + off;
@@ -240,8 +238,9 @@ static void *lane_main(void *arg)
     if (set != NULL) {
         if (hwloc_set_cpubind(p->topo, p->core_set[lane->core],
                               HWLOC_CPUBIND_THREAD) != 0) {
-            rig_log(RIG_LOG_WARN, "wasm: binding a lane to core %u failed: "
-                                  "%s",
+            rig_log(RIG_LOG_WARN,
+                    "wasm: binding a lane to core %u failed: "
+                    "%s",
                     lane->core, strerror(errno));
         }
         if (hwloc_get_cpubind(p->topo, set, HWLOC_CPUBIND_THREAD) == 0) {
@@ -357,8 +356,9 @@ static bool lane_make(mesh_wasm_pool *p, uint32_t core, wasm_lane **out,
     pthread_attr_destroy(&attr);
     if (rc != 0) {
         lane_free(lane);
-        return rig_err(err, "system: pthread_create of a wasm lane failed: "
-                            "%s",
+        return rig_err(err,
+                       "system: pthread_create of a wasm lane failed: "
+                       "%s",
                        strerror(rc));
     }
     p->lanes[p->nlanes++] = lane;
@@ -395,8 +395,8 @@ bool mesh_wasm_pool_open(uint32_t max_cores, mesh_wasm_pool **out,
         goto err_free;
     }
     *total = (uint32_t)n;
-    p->ncores = max_cores > 0 && max_cores < (uint32_t)n ? max_cores
-                                                         : (uint32_t)n;
+    p->ncores =
+        max_cores > 0 && max_cores < (uint32_t)n ? max_cores : (uint32_t)n;
     p->core_set = calloc(p->ncores, sizeof(*p->core_set));
     p->core_load = calloc(p->ncores, sizeof(*p->core_load));
     p->lanes = calloc(MESH_WASM_MAX_LANES, sizeof(*p->lanes));
@@ -528,8 +528,9 @@ bool mesh_wasm_run_start(mesh_wasm_pool *p, const mesh_wasm_job *job,
         return rig_err(err, "invalid: mesh_wasm_run_start: bad argument");
     }
     if (nodes > MESH_WASM_MAX_LANES) {
-        return rig_err(err, "limits: %u nodes; the wasm backend runs at "
-                            "most %u lanes",
+        return rig_err(err,
+                       "limits: %u nodes; the wasm backend runs at "
+                       "most %u lanes",
                        nodes, MESH_WASM_MAX_LANES);
     }
     mesh_wasm_run *r = calloc(1, sizeof(*r));
@@ -577,9 +578,8 @@ bool mesh_wasm_run_start(mesh_wasm_pool *p, const mesh_wasm_job *job,
 
 bool mesh_wasm_run_done(const mesh_wasm_run *r)
 {
-    return r == NULL ||
-           atomic_load_explicit(&((mesh_wasm_run *)r)->left,
-                                memory_order_acquire) == 0;
+    return r == NULL || atomic_load_explicit(&((mesh_wasm_run *)r)->left,
+                                             memory_order_acquire) == 0;
 }
 
 char *mesh_wasm_run_crashed(mesh_wasm_run *r)
@@ -653,8 +653,7 @@ bool mesh_wasm_run_stop(mesh_wasm_run *r, uint32_t halt_ms, uint32_t grace_ms,
                    "timeout: node %s of %s ignored the halt and never "
                    "checked (no import call, no memory access) within "
                    "%u ms; its lane is abandoned",
-                   names, r->job.name ? r->job.name : "?",
-                   halt_ms + grace_ms);
+                   names, r->job.name ? r->job.name : "?", halt_ms + grace_ms);
 }
 
 void mesh_wasm_run_free(mesh_wasm_run *r)

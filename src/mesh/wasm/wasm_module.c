@@ -26,16 +26,11 @@ typedef struct {
 
 /* mesh/wasm.h's functions, as value-type strings ('i' i32, 'I' i64). */
 static const host_import host_imports[] = {
-    {"online", "", ""},
-    {"slot", "", "i"},
-    {"node", "", "i"},
-    {"nodes", "", "i"},
-    {"halted", "", "i"},
-    {"point", "iI", "i"},
-    {"fail", "i", ""},
-    {"scratch_size", "", "I"},
-    {"scratch_read", "iIi", ""},
-    {"scratch_write", "Iii", ""},
+    {"online", "", ""},          {"slot", "", "i"},
+    {"node", "", "i"},           {"nodes", "", "i"},
+    {"halted", "", "i"},         {"point", "iI", "i"},
+    {"fail", "i", ""},           {"scratch_size", "", "I"},
+    {"scratch_read", "iIi", ""}, {"scratch_write", "Iii", ""},
 };
 
 typedef struct {
@@ -44,15 +39,16 @@ typedef struct {
 } rd;
 
 typedef struct {
-    uint32_t off;      /* where the type's bytes start */
-    uint32_t nparams;  /* counts */
+    uint32_t off;     /* where the type's bytes start */
+    uint32_t nparams; /* counts */
     uint32_t nresults;
 } functype;
 
 static bool bad(char **err, const rd *r, const char *what)
 {
-    return rig_err(err, "compile: the module is not valid wasm: %s at byte "
-                        "%zu",
+    return rig_err(err,
+                   "compile: the module is not valid wasm: %s at byte "
+                   "%zu",
                    what, (size_t)(r->p - r->base));
 }
 
@@ -136,8 +132,8 @@ static bool name_is(const uint8_t *s, uint32_t n, const char *want)
 }
 
 /* The type's value types as a string of 'i', 'I', 'f', 'F', '?'. */
-static void type_str(const uint8_t *base, uint32_t off, uint32_t n,
-                     char *buf, size_t cap)
+static void type_str(const uint8_t *base, uint32_t off, uint32_t n, char *buf,
+                     size_t cap)
 {
     size_t k = 0;
     for (uint32_t i = 0; i < n && k + 1 < cap; i++) {
@@ -204,8 +200,8 @@ static bool type_is(const rd *r, const functype *t, const char *params,
 
 static bool check_import(const rd *r, const functype *types, uint32_t ntypes,
                          const uint8_t *mod, uint32_t nmod,
-                         const uint8_t *field, uint32_t nfield,
-                         uint32_t type, char **err)
+                         const uint8_t *field, uint32_t nfield, uint32_t type,
+                         char **err)
 {
     if (!name_is(mod, nmod, MESH_WASM_IMPORT_MODULE)) {
         return rig_err(err,
@@ -252,8 +248,7 @@ typedef struct {
     bool entry_other;   /* exported, but not as a function */
 } mod_state;
 
-static bool read_imports(rd *r, mod_state *s, mesh_wasm_info *info,
-                         char **err)
+static bool read_imports(rd *r, mod_state *s, mesh_wasm_info *info, char **err)
 {
     uint32_t n;
     if (!rd_count(r, &n, err)) {
@@ -274,8 +269,8 @@ static bool read_imports(rd *r, mod_state *s, mesh_wasm_info *info,
             return false;
         }
         if (kind != 0) {
-            static const char *const kinds[] = {"function", "table",
-                                                "memory", "global"};
+            static const char *const kinds[] = {"function", "table", "memory",
+                                                "global"};
             return rig_err(err,
                            "unsupported: the module imports a %s "
                            "(%.*s.%.*s); rig provides only the functions "
@@ -324,8 +319,9 @@ static bool read_memories(rd *r, mesh_wasm_info *info, char **err)
         return false;
     }
     if (n > 1) {
-        return rig_err(err, "unsupported: the module defines %u memories "
-                            "(rig runs one)",
+        return rig_err(err,
+                       "unsupported: the module defines %u memories "
+                       "(rig runs one)",
                        n);
     }
     if (n == 1) {
@@ -386,13 +382,15 @@ static bool check_entry(const rd *r, const mod_state *s, const char *entry,
     } else if (f - s->nifuncs < s->nfuncs) {
         type = s->func_type[f - s->nifuncs];
     } else {
-        return rig_err(err, "compile: the module's export \"%s\" names "
-                            "function %llu, which does not exist",
+        return rig_err(err,
+                       "compile: the module's export \"%s\" names "
+                       "function %llu, which does not exist",
                        entry, (unsigned long long)f);
     }
     if (type >= s->ntypes || !type_is(r, &s->types[type], "", "")) {
-        return rig_err(err, "compile: the entry \"%s\" must take no "
-                            "parameters and return nothing",
+        return rig_err(err,
+                       "compile: the entry \"%s\" must take no "
+                       "parameters and return nothing",
                        entry);
     }
     return true;
@@ -410,8 +408,9 @@ bool mesh_wasm_inspect(const uint8_t *bytes, size_t len, const char *entry,
                             "magic)");
     }
     if (memcmp(bytes + 4, head + 4, 4) != 0) {
-        return rig_err(err, "compile: the module is wasm version %u; rig "
-                            "runs version 1",
+        return rig_err(err,
+                       "compile: the module is wasm version %u; rig "
+                       "runs version 1",
                        (unsigned)bytes[4]);
     }
     rd r = {bytes + 8, bytes + len, bytes};
@@ -433,8 +432,7 @@ bool mesh_wasm_inspect(const uint8_t *bytes, size_t len, const char *entry,
          * sits between 10 and 11 in the binary's order. */
         uint8_t rank = id == 12 ? 10 : id > 9 ? id + 1 : id;
         if (id > 12 || (id != 0 && rank <= last)) {
-            bad(err, &r,
-                id > 12 ? "unknown section" : "section out of order");
+            bad(err, &r, id > 12 ? "unknown section" : "section out of order");
             goto out_free;
         }
         if (id != 0) {
