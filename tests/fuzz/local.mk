@@ -4,5 +4,5 @@ FUZZ_SECONDS = 60
 fuzz:
 	$(SHELL) $(top_srcdir)/tests/fuzz/run.sh $(top_builddir) $(FUZZ_SECONDS)
 .PHONY: fuzz
-EXTRA_DIST += tests/fuzz/run.sh tests/fuzz/fuzz_transfers.c \
+EXTRA_DIST += tests/fuzz/run.sh tests/fuzz/targets.sh tests/fuzz/fuzz_transfers.c \
 	tests/fuzz/corpus/transfers

@@ -58,7 +58,7 @@ src_librig_la_LIBADD += src/mesh/wasm/libmeshwasm.la
 # again and tests/wasm/test_examples.sh checks both agree.
 WASM_EXAMPLES_BUILT = examples/wasm/counter/counter.wasm.built \
 	examples/wasm/trap/trap.wasm.built
-check_DATA = $(WASM_EXAMPLES_BUILT)
+check_DATA += $(WASM_EXAMPLES_BUILT)
 examples/wasm/counter/counter.wasm.built: \
 		$(srcdir)/examples/wasm/counter/counter.wat
 	$(AM_V_GEN)$(MKDIR_P) examples/wasm/counter && \
