@@ -6,12 +6,20 @@
 #include "rig/remote_abi.h"
 #include "rig/settings.h"
 
-#if defined(RIG_HAVE_CUDA) && defined(RIG_HAVE_JANSSON) &&                    \
+#if defined(RIG_HAVE_JANSSON) && defined(RIG_HAVE_XXHASH)
+#include "mesh/executors.h"
+#endif
+#ifdef RIG_HAVE_RAILS
+#include "rig/job.h"
+#endif
+
+#if defined(RIG_HAVE_CUDA) && defined(RIG_HAVE_JANSSON) &&                     \
     defined(RIG_HAVE_XXHASH)
 #include "mesh/cuda.h"
 #endif
 
 #include <hwloc.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -90,7 +98,7 @@ static int print_machine(void)
 static void print_gpus(void)
 {
     printf("  GPUs:               ");
-#if defined(RIG_HAVE_CUDA) && defined(RIG_HAVE_JANSSON) &&                    \
+#if defined(RIG_HAVE_CUDA) && defined(RIG_HAVE_JANSSON) &&                     \
     defined(RIG_HAVE_XXHASH)
     char *err = NULL;
     fflush(stdout);
@@ -103,6 +111,31 @@ static void print_gpus(void)
 #endif
 }
 
+/* Each executor: built or not, and its caps or why it does not open. */
+static void print_executors(void)
+{
+    printf("\nexecutors (mesh backends):\n");
+#if defined(RIG_HAVE_JANSSON) && defined(RIG_HAVE_XXHASH)
+    for (uint32_t k = 0; k < MESH_BACKEND_COUNT; k++) {
+        mesh_backend *b = NULL;
+        char *err = NULL;
+        printf("  %-8s ", mesh_backend_name(k));
+        if (!mesh_backend_open(k, NULL, &b, &err)) {
+            printf("%s\n", err != NULL ? err : "?");
+            free(err);
+            continue;
+        }
+        const mesh_caps *c = b->ops->caps(b);
+        printf("%s: %" PRIu32 " of %" PRIu32 " %s, arch %s\n", c->name, c->sms,
+               c->sms_total, k == MESH_BACKEND_CUDA ? "SMs" : "cores",
+               c->arch != NULL ? c->arch : "?");
+        mesh_backend_destroy(b);
+    }
+#else
+    printf("  none (built without jansson or xxHash)\n");
+#endif
+}
+
 static void print_settings(void)
 {
     size_t n = 0;
@@ -110,7 +143,7 @@ static void print_settings(void)
     printf("\nsettings (environment, default):\n");
     for (size_t i = 0; i < n; i++) {
         const char *v = getenv(s[i].name);
-        printf("  %-24s %-16s (default %s) %s\n", s[i].name,
+        printf("  %-28s %-10s (default %s) %s\n", s[i].name,
                v != NULL ? v : "(unset)", s[i].dflt, s[i].what);
     }
 }
@@ -132,6 +165,16 @@ int main(int argc, char **argv)
         return 1;
     }
     print_gpus();
+#ifdef RIG_HAVE_RAILS
+    char *err = NULL;
+    printf("\n");
+    fflush(stdout);
+    if (!rig_transport_info(stdout, &err)) {
+        printf("transport: unavailable: %s\n", err != NULL ? err : "?");
+        free(err);
+    }
+#endif
+    print_executors();
     print_settings();
     return 0;
 }

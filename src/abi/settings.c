@@ -1,9 +1,37 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* The table of every RIG_* setting, for rig_info and the docs. */
+/* The table of every RIG_* setting of every layer, for rig_info and the
+ * docs.  A layer that reads a new variable lists it here. */
 #include "rig/settings.h"
 
 static const rig_setting settings[] = {
+    /* every layer */
     {"RIG_LOG", "warn", "log level: error, warn, info or debug"},
+    /* rails (rig/job.h) */
+    {"RIG_TRANSPORT", "ucx", "rail transport"},
+    {"RIG_NUMA", "auto",
+     "bind end memory to the rank's NUMA node: auto|off|on"},
+    {"RIG_CUDA", "auto",
+     "register end memory with cuMemHostRegister: auto|off|on"},
+    {"RIG_SHM_STORES", "auto",
+     "plain stores to same-node peers (off: UCX puts): auto|off|on"},
+    /* executors (mesh/executors.h) */
+    {"RIG_MESH_ONLINE_TIMEOUT_MS", "2000",
+     "a launch's nodes must be online within it"},
+    {"RIG_MESH_HALT_MS", "500", "unload: time nodes get to obey a halt"},
+    {"RIG_MESH_GRACE_MS", "1000", "unload: time after SIGTERM before SIGKILL"},
+    {"RIG_MESH_CUDA_DEVICE", "0", "the CUDA device the backend opens"},
+    {"RIG_MESH_CUDA_SMS", "0",
+     "SMs of a green context for programs (0: the whole device)"},
+    {"RIG_MESH_CUDA_ISOLATION", "blink", "CUDA isolation: blink or mps"},
+    {"MESH_NVJITLINK_DIR", "/usr/local/cuda/lib64",
+     "where libnvJitLink.so is loaded from"},
+    {"RIG_WASM_CORES", "0", "cores lease lanes may use (0: all)"},
+    {"RIG_WASM_CACHE", "$XDG_CACHE_HOME/rig/wasm",
+     "compiled wasm modules (else /tmp/rig-wasm-<uid>)"},
+    {"RIG_WASM_COMPILE_TIMEOUT_MS", "120000", "limit on one wasm2c or cc run"},
+    {"RIG_WASM2C", "wasm2c found by configure", "the wasm2c program"},
+    {"RIG_WASM_CC", "cc", "the C compiler for wasm2c's output"},
+    {"RIG_WASM_RT_DIR", "/usr/src/wasm2c", "wasm2c's runtime headers"},
 };
 
 const rig_setting *rig_settings(size_t *n)
