@@ -21,10 +21,11 @@ for b in latency bw bibw mr multi ready; do
 done
 
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-# Open MPI's osc ucx crashes on dynamic windows with UCX 1.13; one rank per
-# core, as OSU is run.
+# Open MPI's osc ucx crashes on dynamic windows with UCX 1.13, and osc rdma
+# hangs in MPI_Win_attach past osc_rdma_max_attach (64) attached ends, which
+# 1,024 rails exceed; one rank per core, as OSU is run.
 mpi=("${MPIRUN:-mpirun}" --oversubscribe --allow-run-as-root -np 2
-    --bind-to core --mca osc ^ucx)
+    --bind-to core --mca osc ^ucx --mca osc_rdma_max_attach 4096)
 
 quick=()
 if [ "${QUICK:-0}" = 1 ]; then
@@ -37,8 +38,14 @@ results=${RESULTS_DIR:-$top/benchmarks/results}
 mkdir -p "$results"
 name=$stamp-$host
 md=$results/$name.md
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+# RAW_DIR keeps the raw outputs (and reuses those there: re-render only).
+if [ -n "${RAW_DIR:-}" ]; then
+    tmp=$RAW_DIR
+    mkdir -p "$tmp"
+else
+    tmp=$(mktemp -d)
+    trap 'rm -rf "$tmp"' EXIT
+fi
 
 commands=()
 # Runs one benchmark, printing its table and keeping it in $tmp/<b>.txt.
@@ -47,6 +54,10 @@ run() {
     shift
     local cmd=("${mpi[@]}" "$bin/rig_osu_$b" "$@")
     commands+=("${cmd[*]}")
+    if [ -n "${RAW_DIR:-}" ] && [ -s "$tmp/$b.txt" ]; then
+        cat "$tmp/$b.txt"
+        return 0
+    fi
     echo "+ ${cmd[*]}" >&2
     "${cmd[@]}" 2> >(grep -v 'UCX  WARN' >&2) | tee "$tmp/$b.txt"
 }
@@ -71,8 +82,13 @@ syscalls() {
         "$tmp/strace.$n" "$bin/rig_osu_ready" "$n" >/dev/null 2>&1 || true
     awk '$NF == "total" { print $(NF-2) }' "$tmp/strace.$n" 2>/dev/null
 }
-sys0=$(syscalls 0 || true)
-sys1=$(syscalls 20000 || true)
+if [ -n "${RAW_DIR:-}" ] && [ -s "$tmp/strace.20000" ]; then
+    sys0=$(awk '$NF == "total" { print $(NF-2) }' "$tmp/strace.0")
+    sys1=$(awk '$NF == "total" { print $(NF-2) }' "$tmp/strace.20000")
+else
+    sys0=$(syscalls 0 || true)
+    sys1=$(syscalls 20000 || true)
+fi
 strace_cmd="${mpi[*]} bash -c 'strace -f -c (rank 0) $bin/rig_osu_ready -i N'"
 
 # ---- parse the tables ---------------------------------------------------
