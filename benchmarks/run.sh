@@ -63,6 +63,8 @@ run() {
 }
 
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
+# Other processes busy on the cores when the suite starts (noise).
+busy=$(top -bn1 | awk 'NR > 7 && $9 + 0 >= 20 { printf "%s%s (%s%% CPU)", sep, $12, $9; sep = ", " }')
 t0=$(date +%s)
 run latency -b all "${quick[@]}"
 run bw -b all "${quick[@]}"
@@ -232,6 +234,7 @@ plot "$tmp/rails.dat" "$results/$name-rails.png" \
     echo "size (each size: rig, then every baseline), 2 ranks on one node,"
     echo "one per core. Load average before: $load_before; after:"
     echo "$load_after. The suite took $((t1 - t0)) s."
+    echo "Busy on the cores when it started: ${busy:-nothing else}."
     echo
     echo "Command: \`bash benchmarks/run.sh $build\` (or"
     echo "\`bash tools/quickstart.sh bench\`), which ran:"
