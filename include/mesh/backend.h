@@ -328,11 +328,14 @@ bool mesh_check_manifest(const mesh_payload *src, uint32_t kind,
  * start; cleanups run in ascending `order` (MESH_CLEANUP_NATIVE before
  * MESH_CLEANUP_MPS), each once per registration.
  *
- * rig: the first registration installs an atexit handler and, for the fatal
- * signals whose disposition is still the default (SIGHUP, SIGINT, SIGQUIT,
- * SIGILL, SIGABRT, SIGBUS, SIGFPE, SIGSEGV, SIGTERM), a handler that runs
- * the cleanups and re-raises the signal with the default disposition; a
- * handler the application installed is left alone.  Cleanup functions must
+ * rig: the first registration installs an atexit handler and a handler of
+ * the fatal signals (SIGHUP, SIGINT, SIGQUIT, SIGILL, SIGABRT, SIGBUS,
+ * SIGFPE, SIGSEGV, SIGTERM) that runs the cleanups, then what was there
+ * before: the default (the signal is re-raised) or, for the fault signals
+ * (SIGILL, SIGABRT, SIGBUS, SIGFPE, SIGSEGV), a handler a library or the
+ * application installed earlier (UCX installs one), which is chained to.
+ * An application's own SIGHUP/SIGINT/SIGQUIT/SIGTERM handler is left
+ * alone: it decides whether the process ends.  Cleanup functions must
  * therefore be async-signal-safe.  Registering a function with an order
  * while the same pair is pending does nothing; equal orders run in
  * registration order.  At most 32 registrations may be pending (more are

@@ -11,6 +11,7 @@
 #include "../abi/util_internal.h"
 
 #include <signal.h>
+#include <stdbool.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -68,9 +69,26 @@ static void on_exit_cleanup(void)
     mesh_backend_cleanup();
 }
 
-static void on_fatal_signal(int sig)
+/* What each fatal signal did before rig's handler, to chain to it. */
+static struct sigaction previous[NSIG];
+
+static void on_fatal_signal(int sig, siginfo_t *si, void *uc)
 {
     mesh_backend_cleanup();
+    /* Then whatever was there before: the default (re-raised, so the
+     * process ends by this signal) or a handler someone else installed
+     * (UCX's backtrace printer, the application's), which still runs. */
+    struct sigaction *old = &previous[sig];
+    sigaction(sig, old, NULL);
+    if ((old->sa_flags & SA_SIGINFO) != 0 && old->sa_sigaction != NULL) {
+        old->sa_sigaction(sig, si, uc);
+    } else if (old->sa_handler != SIG_DFL && old->sa_handler != SIG_IGN) {
+        old->sa_handler(sig);
+    } else {
+        raise(sig);
+        return;
+    }
+    /* A chained handler that returned: end by the signal as it would. */
     signal(sig, SIG_DFL);
     raise(sig);
 }
@@ -83,17 +101,27 @@ static void install_handlers(void)
     atexit(on_exit_cleanup);
     for (size_t i = 0; i < sizeof(fatal_signals) / sizeof(fatal_signals[0]);
          i++) {
+        int sig = fatal_signals[i];
         struct sigaction old;
-        if (sigaction(fatal_signals[i], NULL, &old) != 0 ||
-            (old.sa_flags & SA_SIGINFO) != 0 || old.sa_handler != SIG_DFL) {
-            continue; /* the application's handler stays */
+        if (sigaction(sig, NULL, &old) != 0) {
+            continue;
         }
+        bool dflt =
+            (old.sa_flags & SA_SIGINFO) == 0 && old.sa_handler == SIG_DFL;
+        bool fault = sig == SIGILL || sig == SIGABRT || sig == SIGBUS ||
+                     sig == SIGFPE || sig == SIGSEGV;
+        if (!dflt && !fault) {
+            /* An application that handles SIGINT/SIGTERM/... decides
+             * itself whether the process ends: its handler stays alone. */
+            continue;
+        }
+        previous[sig] = old;
         struct sigaction sa;
         memset(&sa, 0, sizeof(sa));
-        sa.sa_handler = on_fatal_signal;
+        sa.sa_sigaction = on_fatal_signal;
         sigemptyset(&sa.sa_mask);
-        sa.sa_flags = SA_RESETHAND | SA_NODEFER;
-        sigaction(fatal_signals[i], &sa, NULL);
+        sa.sa_flags = SA_SIGINFO | SA_NODEFER;
+        sigaction(sig, &sa, NULL);
     }
 }
 
