@@ -1,0 +1,2 @@
+# SPDX-License-Identifier: BSD-3-Clause
+# mpi_tests/failure: failure, bad input and soak tests (hardening issue).
