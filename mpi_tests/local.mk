@@ -16,6 +16,7 @@ MPI_TEST_FILES = \
 	mpi_tests/job_np3.mpi \
 	mpi_tests/job_np4.mpi \
 	mpi_tests/job_tcp_np2.mpi \
+	mpi_tests/job_tcp_np3.mpi \
 	mpi_tests/job_tcp_np4.mpi
 EXTRA_DIST += $(MPI_TEST_FILES)
 

@@ -139,20 +139,30 @@ RIG_API int rig_job_rail_peer(const rig_job *job, const rig_rail *rail);
 RIG_API const rig_host *rig_job_host(const rig_job *job, int rank);
 
 /* The job's dynamic MPI window: every end of the job is attached to it at
- * the address of its memory (MPI_Get_address; see rig_job_rail_disp), so
- * MPI RMA reaches it.  The window belongs to the job (do not free it) and
- * lives until rig_job_close.  False with "invalid:" for NULL arguments.
- * Any thread.  Why a dynamic window: ends must be allocated by UCX for
- * same-node peers to map them, and rails are made pair by pair, so ends are
- * attached locally (MPI_Win_attach) rather than allocated by a collective
- * MPI_Win_allocate.  Open MPI's osc ucx crashes on dynamic windows with
- * UCX 1.13 (posix rkey unpack); run with osc rdma (--mca osc ^ucx). */
+ * the address of its memory (see rig_job_rail_disp), so MPI RMA reaches
+ * it.  The window belongs to the job (do not free it), lives until
+ * rig_job_close and returns MPI errors (MPI_ERRORS_RETURN).  False with
+ * "invalid:" for NULL arguments.  Any thread.
+ *
+ * Why a dynamic window: ends must be allocated by UCX for same-node peers
+ * to map them (MPI_Win_allocate memory is MPI's), and rails are made pair
+ * by pair, so ends are attached locally (MPI_Win_attach) rather than
+ * allocated by a collective call.  With Open MPI 4.1 run with osc rdma
+ * (--mca osc ^ucx: osc ucx crashes on dynamic windows with UCX 1.13, in
+ * posix rkey unpack); osc rdma reaches attached memory through CMA (about
+ * 2.5 us a put).  osc rdma attaches at most osc_rdma_max_attach regions
+ * (64 by default; rig reads it through MPI_T and stays within it): raise
+ * it (--mca osc_rdma_max_attach 4096) for more rails; ends past the limit
+ * work as rails but are not in the window.  Do not attach memory of your
+ * own to this window. */
 RIG_API bool rig_job_window(const rig_job *job, MPI_Win *out, char **err);
 
-/* Where the peer's end of a rail sits in the peer's window memory: its
- * counts, outbound and inbound areas as window displacements (addresses)
- * at rank *peer.  False with "invalid:" for NULL arguments or a rail this
- * job did not make.  Any thread. */
+/* Where the peer's end of a rail sits in the job's window: its counts,
+ * outbound and inbound areas as displacements (their addresses, as
+ * MPI_Get_address gives them at the peer) at rank out->rank.  False with
+ * "invalid:" for NULL arguments or a rail this job did not make (or
+ * released), "unsupported:" when the peer could not attach its end (see
+ * rig_job_window).  Any thread. */
 typedef struct {
     int rank;
     MPI_Aint counts;

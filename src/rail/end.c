@@ -87,7 +87,7 @@ static void put_done(void *req, ucs_status_t st, void *user_data)
 {
     rig_batch *b = user_data;
     rig_uend *e = b->end;
-    if (st != UCS_OK) {
+    if (st != UCS_OK && !atomic_load(&e->ucx->closing)) {
         rig_ucx_fail_later(e->ucx, "failed: a put to rank %d failed: %s",
                            e->peer, rig_ucs_str(st));
     }

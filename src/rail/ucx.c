@@ -587,36 +587,11 @@ void rig_ucx_stop(rig_ucx *u)
 void rig_ucx_close(rig_ucx *u, void (*detach)(void *arg, void *base), void *arg)
 {
     progress_stop(u);
-    rig_uend *dead = NULL;
     pthread_mutex_lock(&u->list_lock);
     pthread_mutex_lock(&u->worker_lock);
-    for (rig_uend *e = u->ends, *next; e != NULL; e = next) {
-        next = e->next;
-        if (e->attached && detach != NULL) {
-            detach(arg, e->mem.base);
-        }
-        e->attached = false;
-        if (e->rkey != NULL) {
-            ucp_rkey_destroy(e->rkey);
-            e->rkey = NULL;
-        }
-        e->in_job = false;
-        if (!e->held) {
-            /* Unlink; freed below, outside the locks. */
-            if (e->prev != NULL) {
-                e->prev->next = e->next;
-            } else {
-                u->ends = e->next;
-            }
-            if (e->next != NULL) {
-                e->next->prev = e->prev;
-            }
-            e->next = dead;
-            dead = e;
-        }
-    }
-    /* Endpoints: forced closes, since peers close theirs at the same time
-     * and a flush would wait for them. */
+    /* Endpoints first, which purges puts still in flight (their callbacks
+     * find their ends alive), then the rkeys they used.  Forced closes:
+     * peers close theirs at the same time and a flush would wait for them. */
     for (int r = 0; r < u->size; r++) {
         if (u->ep[r] == NULL) {
             continue;
@@ -635,6 +610,33 @@ void rig_ucx_close(rig_ucx *u, void (*detach)(void *arg, void *base), void *arg)
             ucp_request_free(req);
         }
         u->ep[r] = NULL;
+    }
+    rig_uend *dead = NULL;
+    for (rig_uend *e = u->ends, *next; e != NULL; e = next) {
+        next = e->next;
+        if (e->attached && detach != NULL) {
+            detach(arg, e->mem.base);
+        }
+        e->attached = false;
+        if (e->rkey != NULL) {
+            ucp_rkey_destroy(e->rkey);
+            e->rkey = NULL;
+        }
+        e->ep = NULL;
+        e->in_job = false;
+        if (!e->held) {
+            /* Unlink; freed below, outside the locks. */
+            if (e->prev != NULL) {
+                e->prev->next = e->next;
+            } else {
+                u->ends = e->next;
+            }
+            if (e->next != NULL) {
+                e->next->prev = e->prev;
+            }
+            e->next = dead;
+            dead = e;
+        }
     }
     ucp_worker_release_address(u->worker, u->address);
     u->address = NULL;
