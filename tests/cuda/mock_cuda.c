@@ -25,11 +25,13 @@
 struct CUctx_st {
     int unused;
 };
-struct CUmod_st {
-    uint32_t abi;
-};
 struct CUfunc_st {
     char name[64];
+    struct CUfunc_st *next; /* the module's functions, as CUDA owns them */
+};
+struct CUmod_st {
+    uint32_t abi;
+    struct CUfunc_st *funcs;
 };
 struct CUevent_st {
     struct CUstream_st *stream;
@@ -271,18 +273,24 @@ MOCK_EXPORT CUresult CUDAAPI cuModuleLoadData(CUmodule *m, const void *img)
 MOCK_EXPORT CUresult CUDAAPI cuModuleUnload(CUmodule m)
 {
     atomic_fetch_sub(&allocated, 4096);
+    while (m->funcs != NULL) {
+        struct CUfunc_st *f = m->funcs;
+        m->funcs = f->next;
+        free(f);
+    }
     free(m);
     return CUDA_SUCCESS;
 }
 MOCK_EXPORT CUresult CUDAAPI cuModuleGetFunction(CUfunction *f, CUmodule m,
                                                  const char *name)
 {
-    (void)m;
     if (strcmp(name, "counter") != 0 && strcmp(name, "pattern") != 0) {
         return CUDA_ERROR_NOT_FOUND;
     }
     *f = calloc(1, sizeof(**f));
     strncpy((*f)->name, name, sizeof((*f)->name) - 1);
+    (*f)->next = m->funcs;
+    m->funcs = *f;
     return CUDA_SUCCESS;
 }
 MOCK_EXPORT CUresult CUDAAPI cuModuleGetGlobal(CUdeviceptr *p, size_t *n,
