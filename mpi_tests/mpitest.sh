@@ -10,8 +10,17 @@
 #   env=UCX_TLS=tcp,self       VAR=VALUE words exported to every rank
 #   mca=NAME VALUE             an Open MPI MCA setting (may repeat)
 #   timeout=300                seconds before the run counts as hung (300)
+#   mpirun=--enable-recovery   more mpirun options
+#   status=nonzero             the run must end with a nonzero status (a
+#                              rank is killed on purpose); default zero
 # Exit: 0 pass, 77 when the program printed "SKIP: reason", 99 for a bad
-# .mpi file, 1 otherwise (a nonzero exit, a FAIL line, or a timeout).
+# .mpi file, 1 otherwise (a wrong exit status, a FAIL line, a timeout, or a
+# rank left running after mpirun ended).
+#
+# Every rank gets RIG_TEST_RUN=<unique id>: after the run, processes that
+# still carry it are orphans (killed, and the test fails).  Shared-memory
+# files that appeared in /dev/shm during the run and that no process maps
+# any more (what a killed rank's UCX and Open MPI leave) are removed.
 set -u
 
 spec=$1
@@ -21,6 +30,8 @@ prog=
 args=
 envs=
 mcas=
+mpiopts=
+want=zero
 limit=300
 while IFS= read -r line || [ -n "$line" ]; do
     case $line in
@@ -31,6 +42,8 @@ while IFS= read -r line || [ -n "$line" ]; do
         env=*) envs="$envs ${line#env=}" ;;
         mca=*) mcas="$mcas --mca ${line#mca=}" ;;
         timeout=*) limit=${line#timeout=} ;;
+        mpirun=*) mpiopts="$mpiopts ${line#mpirun=}" ;;
+        status=zero|status=nonzero) want=${line#status=} ;;
         *) echo "mpitest: $spec: unknown line: $line"; exit 99 ;;
     esac
 done < "$spec"
@@ -49,6 +62,27 @@ for kv in $envs; do
     xargs_="$xargs_ -x ${kv%%=*}"
 done
 [ -n "${RIG_LOG:-}" ] && xargs_="$xargs_ -x RIG_LOG"
+# Only the ranks carry it (not exported here: grep would match itself).
+RIG_TEST_RUN=mpitest.$$.$(date +%s%N)
+xargs_="$xargs_ -x RIG_TEST_RUN=$RIG_TEST_RUN"
+
+# The shared-memory files of this run: new since it began, mapped by no one.
+shm_before=$(ls /dev/shm 2>/dev/null | sort)
+shm_cleanup() {
+    for f in $(ls /dev/shm 2>/dev/null | sort); do
+        case $f in
+            ucx_shm_posix_*|vader_segment.*) ;;
+            *) continue ;;
+        esac
+        echo "$shm_before" | grep -qxF "$f" && continue
+        grep -qsF "/dev/shm/$f" /proc/[0-9]*/maps && continue
+        rm -f "/dev/shm/$f" && echo "mpitest: removed /dev/shm/$f (left by a dead rank)"
+    done
+}
+orphans() {
+    grep -lsa "RIG_TEST_RUN=$RIG_TEST_RUN" /proc/[0-9]*/environ 2>/dev/null |
+        sed 's|/proc/\([0-9]*\)/environ|\1|'
+}
 
 # Under ASan, leak reports must unwind through Open MPI's and UCX's frames
 # (built without frame pointers) for tests/sanitizers/lsan.supp to match
@@ -62,14 +96,28 @@ fi
 # MPI's osc ucx crashes on dynamic windows with UCX 1.13 (the job's window
 # is dynamic).
 out=$(mktemp "${TMPDIR:-/tmp}/mpitest.XXXXXX") || exit 99
-echo "mpitest: np=$np $prog $args [$envs ] [$mcas ] timeout ${limit}s"
+echo "mpitest: np=$np $prog $args [$envs ] [$mcas ] [$mpiopts ] timeout ${limit}s"
 # shellcheck disable=SC2086
+start=$(date +%s)
 timeout -k 10 "$limit" "$MPIRUN" --oversubscribe --allow-run-as-root \
-    -np "$np" --mca osc '^ucx,pt2pt' $mcas $xargs_ "$exe" $args \
+    -np "$np" --mca osc '^ucx,pt2pt' $mcas $mpiopts $xargs_ "$exe" $args \
     > "$out" 2>&1
 rc=$?
+took=$(( $(date +%s) - start ))
 cat "$out"
-if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then
+left=$(orphans)
+if [ -n "$left" ]; then
+    echo "mpitest: ranks left running after mpirun ended:" $left
+    # shellcheck disable=SC2086
+    kill -9 $left 2>/dev/null
+fi
+# Only after a rank was killed on purpose: another test running beside
+# this one may hold a file that is briefly mapped by no one.
+[ "$want" = nonzero ] || [ -n "$mpiopts" ] && shm_cleanup
+[ -z "$left" ] || { rm -f "$out"; exit 1; }
+# mpirun itself exits 137 when a rank was SIGKILLed: a timeout is told by
+# the time taken.
+if { [ $rc -eq 124 ] || [ $rc -eq 137 ]; } && [ "$took" -ge "$limit" ]; then
     echo "mpitest: TIMEOUT after ${limit}s (hang guard)"
     rm -f "$out"
     exit 1
@@ -83,5 +131,10 @@ if grep -q '^FAIL' "$out"; then
     exit 1
 fi
 rm -f "$out"
+if [ "$want" = nonzero ]; then
+    [ $rc -ne 0 ] || { echo "mpitest: exit status 0, expected nonzero"; exit 1; }
+    echo "mpitest: exit status $rc, as expected (ended in ${took}s)"
+    exit 0
+fi
 [ $rc -eq 0 ] || { echo "mpitest: exit status $rc"; exit 1; }
 exit 0

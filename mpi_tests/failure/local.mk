@@ -1,2 +1,30 @@
 # SPDX-License-Identifier: BSD-3-Clause
 # mpi_tests/failure: failure, bad input and soak tests (hardening issue).
+# Run by mpi_tests/mpitest.sh like mpi_tests/local.mk's tests.
+FAILURE_TEST_FILES = \
+	mpi_tests/failure/fail_np3.mpi \
+	mpi_tests/failure/kill_recovery_np3.mpi \
+	mpi_tests/failure/kill_np3.mpi \
+	mpi_tests/failure/finalize_np2.mpi \
+	mpi_tests/failure/soak_np3.mpi
+EXTRA_DIST += $(FAILURE_TEST_FILES) mpi_tests/failure/soak.sh
+
+if RIG_RAILS
+check_PROGRAMS += mpi_tests/failure/test_failure
+mpi_tests_failure_test_failure_SOURCES = mpi_tests/failure/test_failure.c \
+	mpi_tests/mpitest.h
+mpi_tests_failure_test_failure_CPPFLAGS = $(RIG_ABI_CPPFLAGS) $(MPI_CFLAGS)
+mpi_tests_failure_test_failure_CFLAGS = $(RIG_CFLAGS)
+mpi_tests_failure_test_failure_LDADD = src/librig.la $(MPI_LIBS)
+mpi_tests_failure_test_failure_LDFLAGS = $(RIG_LDFLAGS)
+
+check_PROGRAMS += mpi_tests/failure/test_soak
+mpi_tests_failure_test_soak_SOURCES = mpi_tests/failure/test_soak.c \
+	mpi_tests/mpitest.h
+mpi_tests_failure_test_soak_CPPFLAGS = $(RIG_ABI_CPPFLAGS) $(MPI_CFLAGS)
+mpi_tests_failure_test_soak_CFLAGS = $(RIG_CFLAGS)
+mpi_tests_failure_test_soak_LDADD = src/librig.la $(MPI_LIBS)
+mpi_tests_failure_test_soak_LDFLAGS = $(RIG_LDFLAGS)
+
+TESTS += $(FAILURE_TEST_FILES)
+endif

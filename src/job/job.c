@@ -51,6 +51,7 @@ struct rig_job {
     uint64_t attached;    /* ends attached to the window */
     uint64_t attach_limit;
     hostrec *hosts;
+    int self_key; /* MPI_COMM_SELF attribute: finalize without close */
 };
 
 /* The message of one side of a rail. */
@@ -240,6 +241,95 @@ out_free:
 
 /* All ranks learn whether every rank got here; false (with this rank's own
  * error, or the first failing rank's number) if one did not. */
+/* ---- failure: watching peers and MPI_Finalize ---------------------------- */
+
+/* Every rank's pid and node key, so that each watches its same-node peers
+ * through pidfds (see src/rail/failure.c). */
+typedef struct {
+    int32_t pid;
+    char key[124];
+} node_id;
+
+static bool watch_peers(rig_job *job, char **err)
+{
+    node_id me = {.pid = (int32_t)getpid()};
+    rig_node_key(me.key, sizeof(me.key));
+    node_id *all = calloc((size_t)job->size, sizeof(*all));
+    int32_t *pids = calloc((size_t)job->size, sizeof(*pids));
+    bool *local = calloc((size_t)job->size, sizeof(*local));
+    bool ok = false;
+    if (all == NULL || pids == NULL || local == NULL) {
+        rig_err(err, "nomem: node ids of %d ranks", job->size);
+        goto out;
+    }
+    int rc = MPI_Allgather(&me, (int)sizeof(me), MPI_BYTE, all,
+                           (int)sizeof(me), MPI_BYTE, job->comm);
+    if (rc != MPI_SUCCESS) {
+        mpi_fail(err, rc, "MPI_Allgather");
+        goto out;
+    }
+    for (int r = 0; r < job->size; r++) {
+        all[r].key[sizeof(all[r].key) - 1] = '\0';
+        pids[r] = all[r].pid;
+        local[r] = strcmp(all[r].key, me.key) == 0;
+    }
+    ok = rig_ucx_watch(job->ucx, pids, local, err);
+out:
+    free(local);
+    free(pids);
+    free(all);
+    return ok;
+}
+
+/* MPI_Finalize deletes MPI_COMM_SELF's attributes first: a rank that ends
+ * MPI with its job open fails the job and tells every rank, so that peers
+ * see a failure instead of waiting for it. */
+static int finalize_hook(MPI_Comm comm, int key, void *val, void *extra)
+{
+    (void)comm;
+    (void)key;
+    (void)extra;
+    rig_job *job = val;
+    if (job == NULL || job->self_key == MPI_KEYVAL_INVALID) {
+        return MPI_SUCCESS; /* rig_job_close is removing it */
+    }
+    char why[128];
+    snprintf(why, sizeof(why),
+             "failed: rank %d finalized MPI without closing its job",
+             job->rank);
+    rig_ucx_left(job->ucx, job->rank);
+    rig_ucx_fail(job->ucx, why);
+    rig_ucx_flush_fail(job->ucx);
+    job->self_key = MPI_KEYVAL_INVALID; /* the keyval goes with MPI */
+    return MPI_SUCCESS;
+}
+
+static void watch_finalize(rig_job *job)
+{
+    job->self_key = MPI_KEYVAL_INVALID;
+    if (MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, finalize_hook,
+                               &job->self_key, NULL) != MPI_SUCCESS) {
+        job->self_key = MPI_KEYVAL_INVALID;
+        return;
+    }
+    if (MPI_Comm_set_attr(MPI_COMM_SELF, job->self_key, job) != MPI_SUCCESS) {
+        MPI_Comm_free_keyval(&job->self_key);
+        job->self_key = MPI_KEYVAL_INVALID;
+    }
+}
+
+static void unwatch_finalize(rig_job *job)
+{
+    if (job->self_key != MPI_KEYVAL_INVALID) {
+        int key = job->self_key;
+        /* Deleting runs the hook, which sees the key gone and does not
+         * fail the job. */
+        job->self_key = MPI_KEYVAL_INVALID;
+        MPI_Comm_delete_attr(MPI_COMM_SELF, key);
+        MPI_Comm_free_keyval(&key);
+    }
+}
+
 static bool agree(rig_job *job, bool ok, char **err)
 {
     int bad = ok ? INT_MAX : job->rank;
@@ -341,9 +431,13 @@ bool rig_job_open(MPI_Comm comm, const rig_job_options *opt, rig_job **out,
     if (ok) {
         ok = hosts_make(job, err);
     }
+    if (ok) {
+        ok = watch_peers(job, err);
+    }
     if (!agree(job, ok, err)) {
         goto err_ucx;
     }
+    watch_finalize(job);
     *out = job;
     return true;
 
@@ -391,6 +485,14 @@ static bool swap(rig_job *job, int peer, int tag, const void *buf, size_t len,
         if (rc != MPI_SUCCESS || flag) {
             break;
         }
+        const char *failed = rig_ucx_failed(job->ucx);
+        if (failed != NULL) {
+            /* The peer may never answer (dead, or failed before it got
+             * here); the job is over. */
+            MPI_Cancel(&req);
+            MPI_Request_free(&req);
+            return rig_err(err, "%s", failed);
+        }
         rig_backoff_step(&b);
     }
     if (rc != MPI_SUCCESS) {
@@ -419,6 +521,13 @@ static bool swap(rig_job *job, int peer, int tag, const void *buf, size_t len,
         rc = MPI_Test(&req, &flag, MPI_STATUS_IGNORE);
         if (rc != MPI_SUCCESS || flag) {
             break;
+        }
+        const char *failed = rig_ucx_failed(job->ucx);
+        if (failed != NULL) {
+            free(m);
+            MPI_Cancel(&req);
+            MPI_Request_free(&req);
+            return rig_err(err, "%s", failed);
         }
         rig_backoff_step(&b);
     }
@@ -882,17 +991,53 @@ bool rig_job_failed(const rig_job *job)
     return job != NULL && rig_ucx_failed(job->ucx) != NULL;
 }
 
+/* A barrier that gives up once a rank is known to have left the job. */
+static bool close_barrier(rig_job *job)
+{
+    if (rig_ucx_gone(job->ucx) >= 0) {
+        return false;
+    }
+    MPI_Request req;
+    if (MPI_Ibarrier(job->comm, &req) != MPI_SUCCESS) {
+        return false;
+    }
+    rig_backoff b = {0};
+    for (;;) {
+        int flag = 0;
+        if (MPI_Test(&req, &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS) {
+            return false;
+        }
+        if (flag) {
+            return true;
+        }
+        if (rig_ucx_gone(job->ucx) >= 0) {
+            rig_log(RIG_LOG_WARN,
+                    "rank %d: closing the job without rank %d, which left "
+                    "it",
+                    job->rank, rig_ucx_gone(job->ucx));
+            return false; /* the request is abandoned with the comm */
+        }
+        rig_backoff_step(&b);
+    }
+}
+
 void rig_job_close(rig_job *job)
 {
     if (job == NULL) {
         return;
     }
+    unwatch_finalize(job);
     rig_ucx_stop(job->ucx);
-    /* Every rank stopped carrying before any memory or endpoint goes. */
-    MPI_Barrier(job->comm);
+    /* Every rank stopped carrying before any memory or endpoint goes.  A
+     * rank that left the job (died, or finalized MPI) never arrives: then
+     * the window and communicator are abandoned (freeing them is
+     * collective) and only local resources go. */
+    bool all = close_barrier(job);
     rig_ucx_close(job->ucx, detach, job);
-    MPI_Win_free(&job->win);
-    MPI_Comm_free(&job->comm);
+    if (all) {
+        MPI_Win_free(&job->win);
+        MPI_Comm_free(&job->comm);
+    }
     job_free(job);
 }
 

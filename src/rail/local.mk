@@ -9,6 +9,7 @@ src_rail_librail_la_SOURCES = \
 	src/rail/ucx_internal.h \
 	src/rail/ucx.c \
 	src/rail/end.c \
+	src/rail/failure.c \
 	src/rail/memory.c \
 	src/rail/cuda.c
 src_rail_librail_la_CPPFLAGS = $(RIG_ABI_CPPFLAGS) -I$(top_srcdir)/src/abi \

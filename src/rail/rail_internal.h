@@ -22,10 +22,11 @@ typedef struct {
     rig_switch numa;
     rig_switch cuda;
     rig_switch shm_stores;
+    uint64_t keepalive_ms; /* RIG_KEEPALIVE_MS (failure.c) */
 } rig_rail_settings;
 
 /* Resolves opt (NULL: defaults) and the RIG_* variables into *out; false
- * with "invalid: RIG_NAME=..." or "unsupported: transport ..." */
+ * with "invalid: RIG_NAME=..." or "invalid: transport ..." */
 bool rig_rail_settings_resolve(const rig_job_options *opt,
                                rig_rail_settings *out, char **err);
 
@@ -53,6 +54,24 @@ bool rig_ucx_set_peers(rig_ucx *u, const uint8_t *addrs, const size_t *offs,
 void rig_ucx_fail(rig_ucx *u, const char *why);
 /* The failure's reason (NULL while not failed); valid until close. */
 const char *rig_ucx_failed(const rig_ucx *u);
+
+/* The key of this node for rig_ucx_watch: ranks with equal keys share a
+ * kernel and a PID namespace (boot id, pid namespace, host name). */
+void rig_node_key(char *out, size_t len);
+/* Watches every peer for death: pids[r] is rank r's process id and
+ * local[r] whether it is on this node (equal node keys).  After
+ * rig_ucx_set_peers; once. */
+bool rig_ucx_watch(rig_ucx *u, const int32_t *pids, const bool *local,
+                   char **err);
+/* Waits (at most 1 s) until every rank was told of this rank's failure:
+ * for a process about to end (MPI_Finalize without rig_job_close). */
+void rig_ucx_flush_fail(rig_ucx *u);
+/* Records that rank left the job (died, or finalized MPI without closing
+ * it): collective calls cannot complete any more.  The first one sticks
+ * and travels with this rank's failure message. */
+void rig_ucx_left(rig_ucx *u, int rank);
+/* A rank known (here or from a failure message) to have left, or -1. */
+int rig_ucx_gone(const rig_ucx *u);
 
 /* Stops every rail: each live end stops (ready only advances the count),
  * no wake runs any more.  First step of closing; not collective. */

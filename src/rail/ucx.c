@@ -86,6 +86,15 @@ bool rig_rail_settings_resolve(const rig_job_options *opt,
         !parse_switch("RIG_SHM_STORES", &o.shm_stores, err)) {
         return false;
     }
+    if (!rig_env_u64("RIG_KEEPALIVE_MS", 500, &out->keepalive_ms, err)) {
+        return false;
+    }
+    if (out->keepalive_ms == 0 || out->keepalive_ms > 3600000) {
+        return rig_err(err,
+                       "invalid: RIG_KEEPALIVE_MS=%llu is not in [1, "
+                       "3600000]",
+                       (unsigned long long)out->keepalive_ms);
+    }
     out->numa = o.numa;
     out->cuda = o.cuda;
     out->shm_stores = o.shm_stores;
@@ -94,7 +103,8 @@ bool rig_rail_settings_resolve(const rig_job_options *opt,
 
 /* ---- context and worker -------------------------------------------------- */
 
-static bool context_make(int size, ucp_context_h *out, char **err)
+static bool context_make(int size, uint64_t keepalive_ms, ucp_context_h *out,
+                         char **err)
 {
     /* Keep shared-memory lanes under peer-failure handling (see above).
      * These are memory-domain settings, which ucp_config_modify cannot set
@@ -115,11 +125,16 @@ static bool context_make(int size, ucp_context_h *out, char **err)
         return rig_err(err, "system: ucp_config_read failed: %s",
                        rig_ucs_str(st));
     }
+    if (!rig_fail_config(cfg, keepalive_ms, err)) {
+        ucp_config_release(cfg);
+        return false;
+    }
     ucp_params_t p = {
         .field_mask = UCP_PARAM_FIELD_FEATURES |
                       UCP_PARAM_FIELD_MT_WORKERS_SHARED |
                       UCP_PARAM_FIELD_ESTIMATED_NUM_EPS,
-        .features = UCP_FEATURE_RMA | UCP_FEATURE_WAKEUP,
+        /* AM: the failure message (failure.c). */
+        .features = UCP_FEATURE_RMA | UCP_FEATURE_WAKEUP | UCP_FEATURE_AM,
         .mt_workers_shared = 1,
         .estimated_num_eps = size > 0 ? (size_t)size : 1,
     };
@@ -209,8 +224,14 @@ static void tell_peers(rig_ucx *u)
             rig_uend_tell_failed(e);
         }
     }
+    /* fail_why and fail_origin are set once, before tell_peers. */
+    if (u->fail_origin && !atomic_load(&u->closing)) {
+        rig_fail_broadcast(u, u->fail_why != NULL ? u->fail_why
+                                                  : "failed: the job failed");
+    }
     pthread_mutex_unlock(&u->worker_lock);
     pthread_mutex_unlock(&u->list_lock);
+    atomic_store(&u->told, true);
 }
 
 static void refail(rig_ucx *u)
@@ -224,6 +245,8 @@ static void refail(rig_ucx *u)
     pthread_mutex_unlock(&u->list_lock);
 }
 
+static void fail_from(rig_ucx *u, const char *why, bool origin);
+
 static void *progress_main(void *arg)
 {
     rig_ucx *u = arg;
@@ -234,6 +257,11 @@ static void *progress_main(void *arg)
         char *why = atomic_exchange(&u->pending_why, NULL);
         if (why != NULL) {
             rig_ucx_fail(u, why);
+            free(why);
+        }
+        why = atomic_exchange(&u->pending_remote, NULL);
+        if (why != NULL) {
+            fail_from(u, why, false);
             free(why);
         }
         if (atomic_exchange(&u->tell_peers, false)) {
@@ -261,17 +289,22 @@ static void *progress_main(void *arg)
         int timeout = refails > 0 ? (refails == 3   ? 1
                                      : refails == 2 ? 10
                                                     : 100)
-                                  : -1;
+                                  : u->wake_ms;
         int n = epoll_wait(u->epfd, ev, 4, timeout);
         if (n == 0 && refails > 0) {
             refail(u);
             refails--;
+        }
+        if (n == 0) {
+            rig_fail_poll(u); /* and keepalive runs in the next progress */
         }
         for (int i = 0; i < n; i++) {
             if (ev[i].data.fd == u->eventfd) {
                 uint64_t v;
                 ssize_t r = read(u->eventfd, &v, sizeof(v));
                 (void)r;
+            } else if (ev[i].data.fd != u->efd) {
+                rig_fail_event(u, ev[i].data.fd);
             }
         }
     }
@@ -355,6 +388,8 @@ static void ucx_free(rig_ucx *u)
         hwloc_topology_destroy(u->topo);
     }
     free(atomic_load(&u->pending_why));
+    free(atomic_load(&u->pending_remote));
+    rig_fail_unwatch(u);
     free(u->fail_why);
     pthread_mutex_destroy(&u->worker_lock);
     pthread_mutex_destroy(&u->list_lock);
@@ -374,6 +409,10 @@ bool rig_ucx_open(const rig_rail_settings *s, int rank, int size, rig_ucx **out,
     u->refs = 1;
     u->epfd = -1;
     u->eventfd = -1;
+    u->keepalive_ms = s->keepalive_ms;
+    u->wake_ms = -1;
+    atomic_init(&u->told, true);
+    atomic_init(&u->gone, -1);
     pthread_mutex_init(&u->worker_lock, NULL);
     pthread_mutex_init(&u->list_lock, NULL);
     u->peer_addr = calloc((size_t)size, sizeof(*u->peer_addr));
@@ -383,8 +422,8 @@ bool rig_ucx_open(const rig_rail_settings *s, int rank, int size, rig_ucx **out,
         rig_err(err, "nomem: peer tables for %d ranks", size);
         goto err_free;
     }
-    if (!context_make(size, &u->context, err) ||
-        !worker_make(u->context, &u->worker, err)) {
+    if (!context_make(size, s->keepalive_ms, &u->context, err) ||
+        !worker_make(u->context, &u->worker, err) || !rig_fail_init(u, err)) {
         goto err_free;
     }
     ucs_status_t st = ucp_worker_get_address(
@@ -482,6 +521,9 @@ static void ep_error(void *arg, ucp_ep_h ep, ucs_status_t status)
             peer = r;
         }
     }
+    if (peer >= 0) {
+        rig_ucx_left(u, peer); /* most likely dead: no collective waits */
+    }
     rig_ucx_fail_later(u, "failed: the endpoint to rank %d failed: %s", peer,
                        rig_ucs_str(status));
 }
@@ -517,11 +559,15 @@ bool rig_ucx_ep(rig_ucx *u, int peer, ucp_ep_h *out, char **err)
 
 /* ---- failure ------------------------------------------------------------- */
 
-void rig_ucx_fail(rig_ucx *u, const char *why)
+/* origin: the failure starts here (not told by a peer), so every rank is
+ * told of it. */
+static void fail_from(rig_ucx *u, const char *why, bool origin)
 {
     pthread_mutex_lock(&u->list_lock);
     if (!atomic_load(&u->failed)) {
         u->fail_why = strdup(why != NULL ? why : "failed: rig_job_fail");
+        u->fail_origin = origin;
+        atomic_store(&u->told, false);
         atomic_store(&u->failed, true);
         rig_log(RIG_LOG_WARN, "rank %d: the job failed: %s", u->rank,
                 u->fail_why != NULL ? u->fail_why : "(nomem)");
@@ -534,6 +580,20 @@ void rig_ucx_fail(rig_ucx *u, const char *why)
     pthread_mutex_unlock(&u->list_lock);
     atomic_store(&u->tell_peers, true);
     rig_ucx_kick(u);
+}
+
+void rig_ucx_fail(rig_ucx *u, const char *why)
+{
+    fail_from(u, why, true);
+}
+
+void rig_ucx_flush_fail(rig_ucx *u)
+{
+    uint64_t until = rig_now_ns() + 1000000000ull;
+    rig_backoff b = {0};
+    while (!atomic_load(&u->told) && rig_now_ns() < until) {
+        rig_backoff_step(&b);
+    }
 }
 
 const char *rig_ucx_failed(const rig_ucx *u)
@@ -572,6 +632,8 @@ void rig_ucx_unref(rig_ucx *u)
 
 void rig_ucx_stop(rig_ucx *u)
 {
+    /* A failure of this rank is told to every rank before closing. */
+    rig_ucx_flush_fail(u);
     atomic_store(&u->closing, true);
     pthread_mutex_lock(&u->list_lock);
     for (rig_uend *e = u->ends; e != NULL; e = e->next) {
@@ -662,7 +724,9 @@ bool rig_ucx_info(FILE *out, char **err)
     const char *tls = getenv("UCX_TLS");
     fprintf(out, "  UCX_TLS:         %s\n", tls != NULL ? tls : "(all)");
     ucp_context_h ctx;
-    if (!context_make(1, &ctx, err)) {
+    rig_rail_settings set;
+    if (!rig_rail_settings_resolve(NULL, &set, err) ||
+        !context_make(1, set.keepalive_ms, &ctx, err)) {
         return false;
     }
     /* The transport resources of a job's context, as "tl/device" words

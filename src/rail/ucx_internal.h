@@ -127,10 +127,22 @@ struct rig_ucx {
 
     /* Failure. */
     _Atomic(char *) pending_why; /* for the progress thread to fail */
+    _Atomic(char *) pending_remote; /* told by a peer (not sent on) */
     atomic_bool failed;
     char *fail_why;         /* set once, before failed */
+    bool fail_origin;       /* the failure started here: tell every rank */
     atomic_bool tell_peers; /* the progress thread still has to */
+    atomic_bool told;       /* every rank was told (or did not need to) */
     atomic_bool closing;    /* endpoint errors are expected now */
+
+    /* Watching peers (failure.c); set once by rig_ucx_watch. */
+    uint64_t keepalive_ms;
+    int wake_ms;       /* the progress thread's period, -1: none needed */
+    bool poll_pids;    /* same-node peers without a pidfd: kill(pid, 0) */
+    int32_t *pid;      /* same-node peers' pids, else 0 */
+    int *pidfd;        /* same-node peers' pidfds, else -1 */
+    atomic_bool *dead; /* peers seen dead */
+    atomic_int gone;   /* a rank known to have left the job, or -1 */
 
     /* The progress thread. */
     pthread_t thread;
@@ -157,6 +169,23 @@ void rig_uend_free(struct rig_uend *e);
 /* Tells e's peer that the job failed: its counts of this rail go to FAILED.
  * Worker lock held. */
 void rig_uend_tell_failed(struct rig_uend *e);
+
+/* ---- failure detection and propagation (failure.c) --------------------- */
+
+/* Sets UCX keepalive (ucp) and TCP keepalive (environment) to the period. */
+bool rig_fail_config(ucp_config_t *cfg, uint64_t keepalive_ms, char **err);
+/* Registers the failure message's handler on the worker. */
+bool rig_fail_init(rig_ucx *u, char **err);
+/* Sends why to every rank but this one and the dead, waiting (at most 1 s)
+ * for the sends.  Worker lock held. */
+void rig_fail_broadcast(rig_ucx *u, const char *why);
+/* The progress thread's epoll reported fd: true when it is a peer's pidfd
+ * (the peer died; the job fails). */
+bool rig_fail_event(rig_ucx *u, int fd);
+/* Polls same-node peers that have no pidfd (every wake_ms). */
+void rig_fail_poll(rig_ucx *u);
+/* Closes the pidfds; at close. */
+void rig_fail_unwatch(rig_ucx *u);
 
 /* A UCX status as text, for messages. */
 const char *rig_ucs_str(ucs_status_t st);

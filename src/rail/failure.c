@@ -1,0 +1,336 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* Failure of a job's transport: watching peers, telling every rank.
+ *
+ * Detection.  A peer on the same node (same boot id and PID namespace) is
+ * watched through a pidfd in the progress thread's epoll: its death wakes
+ * the thread at once, with no cost to the fast path and no CPU while idle.
+ * Where pidfd_open is missing (Linux < 5.3) such a peer is polled with
+ * kill(pid, 0) every keepalive period.  A peer on another node is watched
+ * by UCX: endpoints use UCP_ERR_HANDLING_MODE_PEER, UCX keepalive runs
+ * every RIG_KEEPALIVE_MS (default 500 ms; UCX's own default is 20 s) and
+ * TCP keepalive is tightened to match, and the progress thread wakes every
+ * keepalive period while the job has such peers, since keepalive runs
+ * inside ucp_worker_progress.  With the default a dead peer is seen well
+ * within 2 s.
+ *
+ * Propagation.  The rank where a failure starts (a peer's death seen here,
+ * a failed put, rig_job_fail, MPI_Finalize without rig_job_close) sends
+ * the reason to every other rank in a UCX active message, which wakes the
+ * receiver's progress thread (UCP_FEATURE_WAKEUP): every rank fails within
+ * a message latency, whether or not it shares a rail with the origin.  A
+ * rank that learns of a failure this way does not send it on. */
+#include "ucx_internal.h"
+#include "util_internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#define RIG_AM_FAIL 0x7267 /* "rg": the failure message */
+#define RIG_FAIL_MSG_MAX 512
+
+void rig_node_key(char *out, size_t len)
+{
+    char boot[64] = "?";
+    FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
+    if (f != NULL) {
+        if (fgets(boot, sizeof(boot), f) == NULL) {
+            snprintf(boot, sizeof(boot), "?");
+        }
+        fclose(f);
+        boot[strcspn(boot, "\n")] = '\0';
+    }
+    struct stat st;
+    unsigned long long ns = 0;
+    if (stat("/proc/self/ns/pid", &st) == 0) {
+        ns = (unsigned long long)st.st_ino;
+    }
+    char host[64] = {0};
+    if (gethostname(host, sizeof(host) - 1) != 0) {
+        snprintf(host, sizeof(host), "?");
+    }
+    snprintf(out, len, "%s/%llx/%s", boot, ns, host);
+}
+
+bool rig_fail_config(ucp_config_t *cfg, uint64_t keepalive_ms, char **err)
+{
+    char v[32];
+    snprintf(v, sizeof(v), "%llums", (unsigned long long)keepalive_ms);
+    ucs_status_t st = ucp_config_modify(cfg, "KEEPALIVE_INTERVAL", v);
+    if (st != UCS_OK) {
+        return rig_err(err,
+                       "system: ucp_config_modify(KEEPALIVE_INTERVAL=%s) "
+                       "failed: %s",
+                       v, rig_ucs_str(st));
+    }
+    /* TCP keepalive is an interface setting, read from the environment by
+     * ucp_init (see context_make); a user's own value wins. */
+    snprintf(v, sizeof(v), "%llums", (unsigned long long)keepalive_ms);
+    setenv("UCX_TCP_KEEPIDLE", v, 0);
+    setenv("UCX_TCP_KEEPINTVL", v, 0);
+    return true;
+}
+
+/* ---- the failure message ------------------------------------------------- */
+
+static ucs_status_t fail_am(void *arg, const void *header, size_t header_len,
+                            void *data, size_t len,
+                            const ucp_am_recv_param_t *param)
+{
+    (void)header;
+    (void)header_len;
+    rig_ucx *u = arg;
+    /* Sent eager (UCP_AM_SEND_FLAG_EAGER): data is here for the call. */
+    if (atomic_load(&u->closing) ||
+        (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV)) {
+        return UCS_OK;
+    }
+    /* The rank that left the job (or -1), then the reason. */
+    int32_t gone = -1;
+    if (len < sizeof(gone)) {
+        return UCS_OK;
+    }
+    memcpy(&gone, data, sizeof(gone));
+    if (gone >= 0 && gone < u->size) {
+        int none = -1;
+        atomic_compare_exchange_strong(&u->gone, &none, (int)gone);
+    }
+    char msg[RIG_FAIL_MSG_MAX];
+    len -= sizeof(gone);
+    size_t n = len < sizeof(msg) - 1 ? len : sizeof(msg) - 1;
+    memcpy(msg, (const char *)data + sizeof(gone), n);
+    msg[n] = '\0';
+    /* Inside ucp_worker_progress, under the worker lock: the progress
+     * thread fails the job. */
+    char *why = strdup(msg);
+    char *none = NULL;
+    if (why == NULL ||
+        !atomic_compare_exchange_strong(&u->pending_remote, &none, why)) {
+        free(why);
+    }
+    rig_ucx_kick(u);
+    return UCS_OK;
+}
+
+bool rig_fail_init(rig_ucx *u, char **err)
+{
+    ucp_am_handler_param_t p = {
+        .field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID |
+                      UCP_AM_HANDLER_PARAM_FIELD_FLAGS |
+                      UCP_AM_HANDLER_PARAM_FIELD_CB |
+                      UCP_AM_HANDLER_PARAM_FIELD_ARG,
+        .id = RIG_AM_FAIL,
+        .flags = UCP_AM_FLAG_WHOLE_MSG,
+        .cb = fail_am,
+        .arg = u,
+    };
+    ucs_status_t st = ucp_worker_set_am_recv_handler(u->worker, &p);
+    if (st != UCS_OK) {
+        return rig_err(err, "system: ucp_worker_set_am_recv_handler failed: %s",
+                       rig_ucs_str(st));
+    }
+    return true;
+}
+
+void rig_fail_broadcast(rig_ucx *u, const char *why)
+{
+    char msg[sizeof(int32_t) + RIG_FAIL_MSG_MAX];
+    int32_t gone = (int32_t)atomic_load(&u->gone);
+    memcpy(msg, &gone, sizeof(gone));
+    size_t len = strlen(why) + 1;
+    if (len > RIG_FAIL_MSG_MAX) {
+        len = RIG_FAIL_MSG_MAX;
+    }
+    memcpy(msg + sizeof(gone), why, len);
+    len += sizeof(gone);
+    void **req = calloc((size_t)u->size, sizeof(*req));
+    if (req == NULL) {
+        return;
+    }
+    for (int r = 0; r < u->size; r++) {
+        ucp_ep_h ep;
+        if (r == u->rank || (u->dead != NULL && atomic_load(&u->dead[r])) ||
+            !rig_ucx_ep(u, r, &ep, NULL)) {
+            continue;
+        }
+        ucp_request_param_t p = {
+            .op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS,
+            .flags = UCP_AM_SEND_FLAG_EAGER,
+        };
+        ucs_status_ptr_t s = ucp_am_send_nbx(ep, RIG_AM_FAIL, NULL, 0, msg,
+                                             len, &p);
+        if (UCS_PTR_IS_PTR(s)) {
+            req[r] = s;
+        }
+    }
+    /* Bounded: a peer that cannot take the message (dead, unreachable)
+     * must not hold this rank; 1 s is far above a message latency. */
+    uint64_t until = rig_now_ns() + 1000000000ull;
+    rig_backoff b = {0};
+    for (;;) {
+        ucp_worker_progress(u->worker);
+        bool busy = false;
+        for (int r = 0; r < u->size; r++) {
+            if (req[r] != NULL) {
+                if (ucp_request_check_status(req[r]) != UCS_INPROGRESS) {
+                    ucp_request_free(req[r]);
+                    req[r] = NULL;
+                } else {
+                    busy = true;
+                }
+            }
+        }
+        if (!busy) {
+            break;
+        }
+        if (rig_now_ns() > until) {
+            for (int r = 0; r < u->size; r++) {
+                if (req[r] != NULL) {
+                    ucp_request_cancel(u->worker, req[r]);
+                    ucp_request_free(req[r]);
+                }
+            }
+            break;
+        }
+        rig_backoff_step(&b);
+    }
+    free(req);
+}
+
+/* ---- watching peers ------------------------------------------------------ */
+
+static void peer_died(rig_ucx *u, int r)
+{
+    if (atomic_exchange(&u->dead[r], true) || atomic_load(&u->closing)) {
+        return;
+    }
+    int none = -1;
+    atomic_compare_exchange_strong(&u->gone, &none, r);
+    char why[160];
+    snprintf(why, sizeof(why),
+             "failed: rank %d died (pid %d, seen by rank %d)", r,
+             (int)u->pid[r], u->rank);
+    rig_ucx_fail(u, why);
+}
+
+bool rig_ucx_watch(rig_ucx *u, const int32_t *pids, const bool *local,
+                   char **err)
+{
+    u->pid = calloc((size_t)u->size, sizeof(*u->pid));
+    u->pidfd = calloc((size_t)u->size, sizeof(*u->pidfd));
+    u->dead = calloc((size_t)u->size, sizeof(*u->dead));
+    if (u->pid == NULL || u->pidfd == NULL || u->dead == NULL) {
+        return rig_err(err, "nomem: peer watch tables for %d ranks", u->size);
+    }
+    for (int r = 0; r < u->size; r++) {
+        u->pid[r] = local[r] ? pids[r] : 0;
+        u->pidfd[r] = -1;
+        atomic_init(&u->dead[r], false);
+        if (r == u->rank) {
+            continue;
+        }
+        if (!local[r]) {
+            u->wake_ms = (int)u->keepalive_ms;
+            continue;
+        }
+#ifdef SYS_pidfd_open
+        int fd = (int)syscall(SYS_pidfd_open, (pid_t)pids[r], 0);
+#else
+        int fd = -1;
+        errno = ENOSYS;
+#endif
+        if (fd < 0) {
+            if (errno == ESRCH) {
+                return rig_err(err, "failed: rank %d (pid %d) is gone", r,
+                               (int)pids[r]);
+            }
+            /* No pidfds: poll the peer every keepalive period. */
+            u->poll_pids = true;
+            u->wake_ms = (int)u->keepalive_ms;
+            continue;
+        }
+        fcntl(fd, F_SETFD, FD_CLOEXEC);
+        struct epoll_event ev = {.events = EPOLLIN, .data.fd = fd};
+        if (epoll_ctl(u->epfd, EPOLL_CTL_ADD, fd, &ev) != 0) {
+            int e = errno;
+            close(fd);
+            return rig_err(err, "system: epoll_ctl of rank %d's pidfd: %s", r,
+                           strerror(e));
+        }
+        u->pidfd[r] = fd;
+    }
+    /* Endpoints to every peer now: UCX polls (and keeps alive) only the
+     * interfaces its endpoints use, and the failure message must reach a
+     * rank that has no rail with its sender. */
+    pthread_mutex_lock(&u->worker_lock);
+    bool ok = true;
+    for (int r = 0; r < u->size && ok; r++) {
+        ucp_ep_h ep;
+        ok = r == u->rank || rig_ucx_ep(u, r, &ep, err);
+    }
+    pthread_mutex_unlock(&u->worker_lock);
+    return ok;
+}
+
+bool rig_fail_event(rig_ucx *u, int fd)
+{
+    if (u->pidfd == NULL) {
+        return false;
+    }
+    for (int r = 0; r < u->size; r++) {
+        if (u->pidfd[r] == fd) {
+            epoll_ctl(u->epfd, EPOLL_CTL_DEL, fd, NULL);
+            peer_died(u, r);
+            return true;
+        }
+    }
+    return false;
+}
+
+void rig_fail_poll(rig_ucx *u)
+{
+    if (!u->poll_pids) {
+        return;
+    }
+    for (int r = 0; r < u->size; r++) {
+        if (r != u->rank && u->pidfd[r] < 0 && u->pid[r] > 0 &&
+            kill((pid_t)u->pid[r], 0) != 0 && errno == ESRCH) {
+            peer_died(u, r);
+        }
+    }
+}
+
+void rig_fail_unwatch(rig_ucx *u)
+{
+    if (u->pidfd != NULL) {
+        for (int r = 0; r < u->size; r++) {
+            if (u->pidfd[r] >= 0) {
+                close(u->pidfd[r]);
+            }
+        }
+    }
+    free(u->pidfd);
+    free(u->pid);
+    free(u->dead);
+    u->pidfd = NULL;
+    u->pid = NULL;
+    u->dead = NULL;
+}
+
+void rig_ucx_left(rig_ucx *u, int rank)
+{
+    int none = -1;
+    atomic_compare_exchange_strong(&u->gone, &none, rank);
+}
+
+int rig_ucx_gone(const rig_ucx *u)
+{
+    return atomic_load(&((rig_ucx *)u)->gone);
+}
