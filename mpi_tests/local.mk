@@ -17,7 +17,12 @@ MPI_TEST_FILES = \
 	mpi_tests/job_np4.mpi \
 	mpi_tests/job_tcp_np2.mpi \
 	mpi_tests/job_tcp_np3.mpi \
-	mpi_tests/job_tcp_np4.mpi
+	mpi_tests/job_tcp_np4.mpi \
+	mpi_tests/rails_mpi_np2.mpi \
+	mpi_tests/rails_mpi_np3.mpi \
+	mpi_tests/rails_mpi_np4.mpi \
+	mpi_tests/job_mpi_np2.mpi \
+	mpi_tests/job_mpi_np3.mpi
 EXTRA_DIST += $(MPI_TEST_FILES)
 
 if RIG_RAILS

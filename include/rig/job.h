@@ -34,7 +34,13 @@
  *
  * Settings: rig_job_options, each overridable by a RIG_* environment
  * variable, which wins (rig_transport_info prints them all):
- *   RIG_TRANSPORT   "ucx" (the only one built so far)
+ *   RIG_TRANSPORT   "ucx" | "mpi": MPI one-sided calls alone, one window
+ *                   per rail (MPI_Win_allocate[_shared] on the pair's
+ *                   communicator); rig_end_ready then calls MPI on the
+ *                   caller's thread (below MPI_THREAD_MULTIPLE, treat it as
+ *                   an MPI call), no peer death is detected, and windows
+ *                   are freed at rig_job_close.  RIG_NUMA, RIG_CUDA and
+ *                   RIG_SHM_STORES apply to "ucx" only.
  *   RIG_NUMA        "auto" (bind ends to the rank's NUMA node) | "off"
  *   RIG_CUDA        "auto" (cuMemHostRegister when a GPU is present) | "off"
  *   RIG_SHM_STORES  "auto" (plain stores to mapped same-node peers) | "off"
@@ -76,7 +82,7 @@ typedef enum {
 /* Options of rig_job_open; rig_job_options_init fills the defaults.  Each
  * is overridden by its environment variable (named beside it) when set. */
 typedef struct {
-    /* "ucx" (default).  RIG_TRANSPORT. */
+    /* "ucx" (default) or "mpi" (see RIG_TRANSPORT above).  RIG_TRANSPORT. */
     const char *transport;
     /* Bind end memory to the NUMA node of the rank's cores.  RIG_NUMA. */
     rig_switch numa;

@@ -7,7 +7,7 @@ static const rig_setting settings[] = {
     /* every layer */
     {"RIG_LOG", "warn", "log level: error, warn, info or debug"},
     /* rails (rig/job.h) */
-    {"RIG_TRANSPORT", "ucx", "rail transport"},
+    {"RIG_TRANSPORT", "ucx", "rail transport: ucx or mpi (MPI RMA)"},
     {"RIG_NUMA", "auto",
      "bind end memory to the rank's NUMA node: auto|off|on"},
     {"RIG_CUDA", "auto",

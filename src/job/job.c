@@ -17,6 +17,7 @@
 
 #include "rig/job.h"
 
+#include "mpi_rma.h"
 #include "rail_internal.h"
 #include "util_internal.h"
 
@@ -45,6 +46,7 @@ struct rig_job {
     MPI_Comm comm;
     int rank, size;
     rig_ucx *ucx;
+    rig_mpi *mpi; /* transport "mpi" (src/rail/mpi_rma.c); ucx is NULL */
     MPI_Win win;
     pthread_mutex_t lock; /* seq, attached */
     uint64_t *seq;        /* rails made so far with each peer */
@@ -410,13 +412,13 @@ bool rig_job_open(MPI_Comm comm, const rig_job_options *opt, rig_job **out,
         ok = rig_err(err, "unsupported: %d ranks (rail ids fit 46340)",
                      job->size);
     }
-    if (ok) {
+    if (ok && !set.mpi) {
         ok = rig_ucx_open(&set, job->rank, job->size, &job->ucx, err);
     }
     if (!agree(job, ok, err)) {
         goto err_ucx;
     }
-    ok = exchange_addresses(job, err);
+    ok = set.mpi || exchange_addresses(job, err);
     if (ok) {
         job->attach_limit = attach_limit();
         rc = MPI_Win_create_dynamic(MPI_INFO_NULL, job->comm, &job->win);
@@ -428,16 +430,22 @@ bool rig_job_open(MPI_Comm comm, const rig_job_options *opt, rig_job **out,
             MPI_Win_set_errhandler(job->win, MPI_ERRORS_RETURN);
         }
     }
+    if (ok && set.mpi) {
+        ok = rig_mpi_open(job->comm, job->win, job->attach_limit, &job->mpi,
+                          err);
+    }
     if (ok) {
         ok = hosts_make(job, err);
     }
-    if (ok) {
+    if (ok && !set.mpi) {
         ok = watch_peers(job, err);
     }
     if (!agree(job, ok, err)) {
         goto err_ucx;
     }
-    watch_finalize(job);
+    if (!set.mpi) {
+        watch_finalize(job);
+    }
     *out = job;
     return true;
 
@@ -448,6 +456,10 @@ err_ucx:
     if (job->ucx != NULL) {
         rig_ucx_stop(job->ucx);
         rig_ucx_close(job->ucx, NULL, NULL);
+    }
+    if (job->mpi != NULL) {
+        rig_mpi_stop(job->mpi);
+        rig_mpi_close(job->mpi);
     }
     MPI_Comm_free(&job->comm);
     job_free(job);
@@ -801,6 +813,10 @@ bool rig_job_rail(rig_job *job, int peer, const rig_transfer *send,
     int hi = job->rank < peer ? peer : job->rank;
     int64_t id =
         (((int64_t)lo * job->size + hi) << 32) | (int64_t)(seq & 0xffffffffu);
+    if (job->mpi != NULL) {
+        return rig_mpi_rail(job->mpi, peer, id, send, nsend, receive, nreceive,
+                            out, err);
+    }
 
     /* This side: check, make the end, attach it. */
     int status = ST_OK;
@@ -927,6 +943,9 @@ int rig_job_rail_peer(const rig_job *job, const rig_rail *rail)
     if (job == NULL || rail == NULL) {
         return -1;
     }
+    if (job->mpi != NULL) {
+        return rig_mpi_rail_peer(job->mpi, rail);
+    }
     rig_uend *e = rig_ucx_find(job->ucx, rail);
     return e != NULL ? rig_uend_peer(e) : -1;
 }
@@ -948,6 +967,9 @@ bool rig_job_rail_disp(const rig_job *job, const rig_rail *rail,
                        job == NULL    ? "job"
                        : rail == NULL ? "rail"
                                       : "out");
+    }
+    if (job->mpi != NULL) {
+        return rig_mpi_rail_disp(job->mpi, rail, out, err);
     }
     rig_uend *e = rig_ucx_find(job->ucx, rail);
     if (e == NULL) {
@@ -982,12 +1004,19 @@ void rig_job_fail(rig_job *job, const char *why)
     char *msg = NULL;
     rig_err(&msg, "failed: rig_job_fail on rank %d: %s", job->rank,
             why != NULL ? why : "(no reason given)");
-    rig_ucx_fail(job->ucx, msg);
+    if (job->mpi != NULL) {
+        rig_mpi_fail(job->mpi, msg);
+    } else {
+        rig_ucx_fail(job->ucx, msg);
+    }
     free(msg);
 }
 
 bool rig_job_failed(const rig_job *job)
 {
+    if (job != NULL && job->mpi != NULL) {
+        return rig_mpi_failed(job->mpi) != NULL;
+    }
     return job != NULL && rig_ucx_failed(job->ucx) != NULL;
 }
 
@@ -1026,6 +1055,16 @@ void rig_job_close(rig_job *job)
     if (job == NULL) {
         return;
     }
+    if (job->mpi != NULL) {
+        /* Every rank stopped carrying before any window goes. */
+        rig_mpi_stop(job->mpi);
+        MPI_Barrier(job->comm);
+        rig_mpi_close(job->mpi);
+        MPI_Win_free(&job->win);
+        MPI_Comm_free(&job->comm);
+        job_free(job);
+        return;
+    }
     unwatch_finalize(job);
     rig_ucx_stop(job->ucx);
     /* Every rank stopped carrying before any memory or endpoint goes.  A
@@ -1049,13 +1088,21 @@ bool rig_transport_info(FILE *out, char **err)
         return rig_err(err, "invalid: out is NULL");
     }
     fprintf(out, "transport (rails between MPI ranks):\n");
+    rig_rail_settings sel;
+    if (rig_rail_settings_resolve(NULL, &sel, NULL) && sel.mpi) {
+        fprintf(out, "  selected:        mpi (MPI RMA; RIG_TRANSPORT)\n");
+        rig_mpi_info(out);
+        fprintf(out, "  (ucx, not selected:)\n");
+    } else {
+        fprintf(out, "  selected:        ucx\n");
+    }
     if (!rig_ucx_info(out, err)) {
         return false;
     }
     static const struct {
         const char *name, *dflt, *what;
     } vars[] = {
-        {"RIG_TRANSPORT", "ucx", "rail transport (only ucx so far)"},
+        {"RIG_TRANSPORT", "ucx", "rail transport: ucx or mpi (MPI RMA)"},
         {"RIG_NUMA", "auto", "bind end memory to the rank's NUMA node"},
         {"RIG_CUDA", "auto", "register end memory with cuMemHostRegister"},
         {"RIG_SHM_STORES", "auto",

@@ -11,7 +11,9 @@ src_rail_librail_la_SOURCES = \
 	src/rail/end.c \
 	src/rail/failure.c \
 	src/rail/memory.c \
-	src/rail/cuda.c
+	src/rail/cuda.c \
+	src/rail/mpi_rma.h \
+	src/rail/mpi_rma.c
 src_rail_librail_la_CPPFLAGS = $(RIG_ABI_CPPFLAGS) -I$(top_srcdir)/src/abi \
 	$(MPI_CFLAGS) $(UCX_CFLAGS) $(HWLOC_CFLAGS) $(CUDA_CFLAGS)
 src_rail_librail_la_CFLAGS = $(RIG_CFLAGS)

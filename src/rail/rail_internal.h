@@ -19,6 +19,7 @@
 
 /* The transport's settings, resolved from rig_job_options and RIG_*. */
 typedef struct {
+    bool mpi; /* transport "mpi" (src/rail/mpi_rma.c), else "ucx" */
     rig_switch numa;
     rig_switch cuda;
     rig_switch shm_stores;

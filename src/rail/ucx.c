@@ -74,13 +74,11 @@ bool rig_rail_settings_resolve(const rig_job_options *opt,
     }
     const char *t =
         rig_env_str("RIG_TRANSPORT", o.transport != NULL ? o.transport : "ucx");
-    if (strcmp(t, "ucx") != 0) {
-        if (strcmp(t, "mpi") == 0) {
-            return rig_err(err, "unsupported: transport \"mpi\" (MPI RMA) is "
-                                "not built yet; use \"ucx\"");
-        }
-        return rig_err(err, "invalid: transport \"%s\" is not \"ucx\"", t);
+    if (strcmp(t, "ucx") != 0 && strcmp(t, "mpi") != 0) {
+        return rig_err(err, "invalid: transport \"%s\" is not \"ucx\" or "
+                            "\"mpi\"", t);
     }
+    out->mpi = strcmp(t, "mpi") == 0;
     if (!parse_switch("RIG_NUMA", &o.numa, err) ||
         !parse_switch("RIG_CUDA", &o.cuda, err) ||
         !parse_switch("RIG_SHM_STORES", &o.shm_stores, err)) {
