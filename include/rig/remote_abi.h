@@ -192,6 +192,9 @@ RIG_API bool rig_end_failed(const rig_end *e);
 
 /* ---- providers ---------------------------------------------------------- */
 
+/* How to write a provider, step by step (memory, wake, failure, stop,
+ * lifetimes), with a worked example: rig/provider.h. */
+
 /* What a provider gives an end.  The provider owns the areas and the
  * transport and keeps them valid until `release` runs. */
 typedef struct {
