@@ -98,7 +98,8 @@ examples/mesh/programs.stamp: examples/mesh/pi$(EXEEXT) \
 
 # The test programs: one executable, a catalog entry per behaviour.
 check_PROGRAMS += tests/mesh/mesh_test_worker
-tests_mesh_mesh_test_worker_SOURCES = tests/mesh/worker_prog.c
+tests_mesh_mesh_test_worker_SOURCES = tests/mesh/worker_prog.c \
+	tests/mesh/real_signals.h
 tests_mesh_mesh_test_worker_CPPFLAGS = $(MESH_CPPFLAGS)
 tests_mesh_mesh_test_worker_CFLAGS = $(RIG_CFLAGS)
 tests_mesh_mesh_test_worker_LDADD = src/mesh/libmesh_worker.la
@@ -147,14 +148,15 @@ tests_mesh_test_manifest_LDADD = src/librig.la $(CUNIT_LIBS) $(XXHASH_LIBS)
 tests_mesh_test_manifest_LDFLAGS = $(RIG_LDFLAGS)
 
 tests_mesh_test_backend_SOURCES = tests/mesh/test_backend.c \
-	tests/test_util.h
+	tests/test_util.h tests/mesh/real_signals.h
 tests_mesh_test_backend_CPPFLAGS = $(MESH_TEST_CPPFLAGS)
 tests_mesh_test_backend_CFLAGS = $(RIG_CFLAGS)
 tests_mesh_test_backend_LDADD = src/librig.la $(CUNIT_LIBS)
 tests_mesh_test_backend_LDFLAGS = $(RIG_LDFLAGS)
 EXTRA_tests_mesh_test_backend_DEPENDENCIES = tests/mesh/programs.stamp
 
-tests_mesh_test_native_SOURCES = tests/mesh/test_native.c tests/test_util.h
+tests_mesh_test_native_SOURCES = tests/mesh/test_native.c tests/test_util.h \
+	tests/mesh/real_signals.h
 tests_mesh_test_native_CPPFLAGS = $(MESH_TEST_CPPFLAGS)
 tests_mesh_test_native_CFLAGS = $(RIG_CFLAGS)
 tests_mesh_test_native_LDADD = src/librig.la $(CUNIT_LIBS)

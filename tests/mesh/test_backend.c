@@ -15,21 +15,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-/* Sanitized builds: the deliberate SIGSEGVs here must stay real signals
- * (ASan and TSan would turn them into an exit).  *SAN_OPTIONS still
- * override. */
-__attribute__((visibility("default"), used)) const char *
-__asan_default_options(void);
-const char *__asan_default_options(void)
-{
-    return "handle_segv=0";
-}
-__attribute__((visibility("default"), used)) const char *
-__tsan_default_options(void);
-const char *__tsan_default_options(void)
-{
-    return "handle_segv=0";
-}
+#include "real_signals.h"
 
 /* ---- labels, caps, wrappers, defaults ----------------------------------- */
 
