@@ -16,8 +16,8 @@ bool bench_pingpong = false;
 
 /* Every method, rig first: the order of the columns. */
 static const bench_method *const all_methods[] = {
-    &bench_rig, &bench_floor, &bench_mpi, &bench_persistent, &bench_put,
-    &bench_ucx,
+    &bench_rig, &bench_rig_mpi, &bench_floor, &bench_mpi, &bench_persistent,
+    &bench_put, &bench_ucx,
 };
 #define NALL (sizeof(all_methods) / sizeof(all_methods[0]))
 

@@ -72,6 +72,7 @@ struct bench_method {
 };
 
 extern const bench_method bench_rig;
+extern const bench_method bench_rig_mpi;
 extern const bench_method bench_floor;
 extern const bench_method bench_mpi;
 extern const bench_method bench_persistent;

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* The rig method: messages carried by one bidirectional rail. */
+/* The rig methods: messages carried by one bidirectional rail, over the
+ * UCX transport ("rig") and over the MPI RMA transport ("rig_mpi"). */
 #include "bench.h"
 #include "rig_bench.h"
 
@@ -32,7 +33,7 @@ void bench_rig_lists(size_t size, size_t n, rig_transfer *t)
     }
 }
 
-rig_rail *bench_rig_rail(size_t out, size_t in, size_t n)
+static rig_rail *rail_on(rig_job *job, size_t out, size_t in, size_t n)
 {
     rig_transfer *s = calloc(n, sizeof(*s));
     rig_transfer *r = calloc(n, sizeof(*r));
@@ -43,7 +44,7 @@ rig_rail *bench_rig_rail(size_t out, size_t in, size_t n)
     bench_rig_lists(in, n, r);
     rig_rail *rail = NULL;
     char *err = NULL;
-    if (!rig_job_rail(g_job, bench_peer(), s, n, r, n, &rail, &err)) {
+    if (!rig_job_rail(job, bench_peer(), s, n, r, n, &rail, &err)) {
         bench_die("%s (rig_job_rail of %zu x %zu bytes)", err, n, out);
     }
     free(s);
@@ -51,26 +52,52 @@ rig_rail *bench_rig_rail(size_t out, size_t in, size_t n)
     return rail;
 }
 
-static bool rig_open(void **state, char **err)
+rig_rail *bench_rig_rail(size_t out, size_t in, size_t n)
+{
+    return rail_on(g_job, out, in, n);
+}
+
+/* transport NULL: the default (UCX), whose job the other benchmarks share
+ * through bench_rig_job. */
+static bool open_on(const char *transport, void **state, char **err)
 {
     rig_link *l = calloc(1, sizeof(*l));
     if (l == NULL) {
         bench_die("nomem: rig state");
     }
-    if (!rig_job_open(MPI_COMM_WORLD, NULL, &l->job, err)) {
+    rig_job_options o;
+    rig_job_options_init(&o);
+    if (transport != NULL) {
+        o.transport = transport;
+    }
+    if (!rig_job_open(MPI_COMM_WORLD, &o, &l->job, err)) {
         free(l);
         return false;
     }
-    g_job = l->job;
+    if (transport == NULL) {
+        g_job = l->job;
+    }
     *state = l;
     return true;
+}
+
+static bool rig_open(void **state, char **err)
+{
+    return open_on(NULL, state, err);
+}
+
+static bool rig_mpi_open(void **state, char **err)
+{
+    return open_on("mpi", state, err);
 }
 
 static void rig_close(void *state)
 {
     rig_link *l = state;
+    if (g_job == l->job) {
+        g_job = NULL;
+    }
     rig_job_close(l->job);
-    g_job = NULL;
     free(l);
 }
 
@@ -82,7 +109,7 @@ static bool rig_setup(void *state, size_t out, size_t in, size_t n,
     l->out = out;
     l->in = in;
     l->n = n;
-    l->rail = bench_rig_rail(out, in, n);
+    l->rail = rail_on(l->job, out, in, n);
     l->end = rig_rail_local(l->rail);
     if (l->end == NULL) {
         bench_die("failed: rig rail %lld has no local end",
@@ -184,6 +211,23 @@ const bench_method bench_rig = {
     .about = "a rig rail: rig_end_ready + rig_end_wait_arrived",
     .baseline = false,
     .open = rig_open,
+    .close = rig_close,
+    .setup = rig_setup,
+    .teardown = rig_teardown,
+    .recv_post = rig_recv_post,
+    .send = rig_send,
+    .send_wait = rig_send_wait,
+    .recv_wait = rig_recv_wait,
+    .recv_check = rig_recv_check,
+};
+
+/* The same over the MPI RMA transport (RIG_TRANSPORT, when set, decides
+ * for both columns). */
+const bench_method bench_rig_mpi = {
+    .name = "rig_mpi",
+    .about = "a rig rail over MPI RMA (transport \"mpi\")",
+    .baseline = false,
+    .open = rig_mpi_open,
     .close = rig_close,
     .setup = rig_setup,
     .teardown = rig_teardown,
