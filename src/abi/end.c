@@ -359,7 +359,7 @@ bool rig_rail_make(int64_t id, rig_end *local, rig_rail **out, char **err)
         return rig_err(err, "invalid: rail id %lld < 0", (long long)id);
     }
     if (local != NULL && local->rail != NULL) {
-        return rig_err(err, "invalid: the end already belongs to rail %lld",
+        return rig_err(err, "invalid: local end already belongs to rail %lld",
                        (long long)local->rail->id);
     }
     rig_rail *r = calloc(1, sizeof(*r));

@@ -71,7 +71,10 @@ char *mesh_backend_label(uint32_t word)
 #define CHECK_KERNEL(k, out, what)                                             \
     do {                                                                       \
         if ((k) == NULL || (k)->ops == NULL || (out) == NULL) {                \
-            return rig_err(err, "invalid: %s: kernel or out is NULL", what);   \
+            return rig_err(err, "invalid: %s: %s", what,                       \
+                           (k) == NULL        ? "kernel is NULL"               \
+                           : (k)->ops == NULL ? "kernel has no ops"            \
+                                              : "out is NULL");                \
         }                                                                      \
     } while (0)
 
@@ -236,7 +239,10 @@ bool mesh_pick_exec(const mesh_manifest *m, const uint32_t *have, size_t nhave,
                     uint32_t *exec, char **err)
 {
     if (m == NULL || exec == NULL || (have == NULL && nhave > 0)) {
-        return rig_err(err, "invalid: mesh_pick_exec: NULL argument");
+        return rig_err(err, "invalid: mesh_pick_exec: %s is NULL",
+                       m == NULL      ? "manifest"
+                       : exec == NULL ? "exec"
+                                      : "have");
     }
     for (size_t i = 0; i < m->nbackends; i++) {
         for (size_t j = 0; j < nhave; j++) {
@@ -281,7 +287,8 @@ bool mesh_check_manifest(const mesh_payload *src, uint32_t kind,
                          mesh_manifest *out, char **err)
 {
     if (src == NULL || out == NULL) {
-        return rig_err(err, "invalid: mesh_check_manifest: NULL argument");
+        return rig_err(err, "invalid: mesh_check_manifest: %s is NULL",
+                       src == NULL ? "src" : "out");
     }
     const mesh_payload_file *f = mesh_payload_find(src, "manifest.json");
     if (f == NULL) {
@@ -339,7 +346,8 @@ bool mesh_prepare_any(const mesh_compiler_entry *comps, size_t n,
     }
     if ((comps == NULL && n > 0) || out == NULL) {
         mesh_payload_free(src);
-        return rig_err(err, "invalid: mesh_prepare_any: NULL argument");
+        return rig_err(err, "invalid: mesh_prepare_any: %s is NULL",
+                       out == NULL ? "out" : "comps");
     }
     const mesh_payload_file *f = mesh_payload_find(src, "manifest.json");
     mesh_manifest m;

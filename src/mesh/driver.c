@@ -42,7 +42,10 @@ static void nap_ms(uint32_t ms)
 bool mesh_driver_open(mesh_backend *b, mesh_driver **out, char **err)
 {
     if (b == NULL || b->ops == NULL || out == NULL) {
-        return rig_err(err, "invalid: mesh_driver_open: NULL argument");
+        return rig_err(err, "invalid: mesh_driver_open: %s",
+                       b == NULL        ? "backend is NULL"
+                       : b->ops == NULL ? "backend has no ops"
+                                        : "out is NULL");
     }
     mesh_driver *d = calloc(1, sizeof(*d));
     if (d == NULL) {
@@ -85,7 +88,10 @@ bool mesh_driver_prepare(mesh_driver *d, mesh_payload *src,
 {
     if (d == NULL || src == NULL || out == NULL) {
         mesh_payload_free(src);
-        return rig_err(err, "invalid: mesh_driver_prepare: NULL argument");
+        return rig_err(err, "invalid: mesh_driver_prepare: %s is NULL",
+                       d == NULL     ? "driver"
+                       : src == NULL ? "src"
+                                     : "out");
     }
     const mesh_compiler *comp = d->b->ops->compiler(d->b);
     if (comp == NULL || comp->ops == NULL || comp->ops->prepare == NULL) {
@@ -288,7 +294,10 @@ bool mesh_driver_start(mesh_driver *d, mesh_prepared *p, uint32_t nodes,
 {
     if (d == NULL || p == NULL || slot == NULL) {
         mesh_prepared_free(p);
-        return rig_err(err, "invalid: mesh_driver_start: NULL argument");
+        return rig_err(err, "invalid: mesh_driver_start: %s is NULL",
+                       d == NULL   ? "driver"
+                       : p == NULL ? "prepared"
+                                   : "slot");
     }
     if (nodes == 0) {
         nodes = p->manifest.nodes;
@@ -349,8 +358,11 @@ bool mesh_driver_poll(mesh_driver *d, uint32_t slot, mesh_run_state *state,
     if (why != NULL) {
         *why = NULL;
     }
-    if (d == NULL || state == NULL || slot >= MESH_PROG_SLOTS ||
-        d->slots[slot].k == NULL) {
+    if (d == NULL || state == NULL) {
+        return rig_err(err, "invalid: mesh_driver_poll: %s is NULL",
+                       d == NULL ? "driver" : "state");
+    }
+    if (slot >= MESH_PROG_SLOTS || d->slots[slot].k == NULL) {
         return rig_err(err,
                        "invalid: mesh_driver_poll: no program in slot "
                        "%u",
@@ -434,7 +446,10 @@ const char *mesh_driver_program(const mesh_driver *d, uint32_t slot)
 
 bool mesh_driver_stop(mesh_driver *d, uint32_t slot, char **err)
 {
-    if (d == NULL || slot >= MESH_PROG_SLOTS || d->slots[slot].k == NULL) {
+    if (d == NULL) {
+        return rig_err(err, "invalid: mesh_driver_stop: driver is NULL");
+    }
+    if (slot >= MESH_PROG_SLOTS || d->slots[slot].k == NULL) {
         return rig_err(err,
                        "invalid: mesh_driver_stop: no program in slot "
                        "%u",

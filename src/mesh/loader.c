@@ -34,7 +34,10 @@ void mesh_payload_free(mesh_payload *p)
 
 bool mesh_payload_init(mesh_payload *p, const char *name, char **err)
 {
-    if (p == NULL || !mesh_manifest_name_ok(name)) {
+    if (p == NULL) {
+        return rig_err(err, "invalid: mesh_payload_init: payload is NULL");
+    }
+    if (!mesh_manifest_name_ok(name)) {
         return rig_err(err, "invalid: program name \"%s\" is no plain name",
                        name != NULL ? name : "(null)");
     }
@@ -82,7 +85,11 @@ static int path_cmp(const char *a, const char *b)
 bool mesh_payload_add(mesh_payload *p, const char *path, const void *data,
                       size_t len, char **err)
 {
-    if (p == NULL || (data == NULL && len > 0) || !path_ok(path)) {
+    if (p == NULL || (data == NULL && len > 0)) {
+        return rig_err(err, "invalid: mesh_payload_add: %s is NULL",
+                       p == NULL ? "payload" : "data");
+    }
+    if (!path_ok(path)) {
         return rig_err(err,
                        "invalid: payload file path \"%s\" is not a "
                        "relative path of plain names",
@@ -131,7 +138,8 @@ bool mesh_payload_add(mesh_payload *p, const char *path, const void *data,
 bool mesh_payload_copy(mesh_payload *dst, const mesh_payload *src, char **err)
 {
     if (dst == NULL || src == NULL) {
-        return rig_err(err, "invalid: mesh_payload_copy: NULL argument");
+        return rig_err(err, "invalid: mesh_payload_copy: %s is NULL",
+                       dst == NULL ? "dst" : "src");
     }
     mesh_payload p;
     if (!mesh_payload_init(&p, src->name, err)) {
@@ -292,7 +300,10 @@ static bool add_native(mesh_payload *p, const char *entry, char **err)
 bool mesh_payload_read(const char *root, const char *name, mesh_payload *out,
                        char **err)
 {
-    if (root == NULL || root[0] == '\0' || out == NULL) {
+    if (out == NULL) {
+        return rig_err(err, "invalid: mesh_payload_read: out is NULL");
+    }
+    if (root == NULL || root[0] == '\0') {
         return rig_err(err, "invalid: mesh_payload_read: no programs root");
     }
     if (!mesh_manifest_name_ok(name)) {

@@ -314,7 +314,8 @@ bool mesh_manifest_parse(const char *json, size_t len, mesh_manifest *out,
                          char **err)
 {
     if (out == NULL || (json == NULL && len > 0)) {
-        return rig_err(err, "invalid: mesh_manifest_parse: NULL argument");
+        return rig_err(err, "invalid: mesh_manifest_parse: %s is NULL",
+                       out == NULL ? "out" : "json");
     }
     if (len == 0) {
         return rig_err(err, "manifest: empty");
@@ -355,7 +356,8 @@ bool mesh_manifest_copy(mesh_manifest *dst, const mesh_manifest *src,
                         char **err)
 {
     if (dst == NULL || src == NULL) {
-        return rig_err(err, "invalid: mesh_manifest_copy: NULL argument");
+        return rig_err(err, "invalid: mesh_manifest_copy: %s is NULL",
+                       dst == NULL ? "dst" : "src");
     }
     mesh_manifest m = *src;
     m.name = m.entry = m.ptx = m.wasm = NULL;

@@ -88,6 +88,18 @@ bool mesh_worker_attach(mesh_worker **out, char **err)
         return werr(err, "invalid: node %u of %u in slot %u is out of range",
                     node, nodes, slot);
     }
+    /* A shorter file maps, then faults (SIGBUS) on the first access. */
+    struct stat mst;
+    if (fstat((int)mfd, &mst) != 0) {
+        return werr(err, "system: MESH_MAILBOX_FD=%u: fstat failed: %s", mfd,
+                    strerror(errno));
+    }
+    if (mst.st_size < (off_t)MESH_CB_BYTES) {
+        return werr(err,
+                    "invalid: MESH_MAILBOX_FD=%u is not a mesh mailbox "
+                    "(%lld bytes)",
+                    mfd, (long long)mst.st_size);
+    }
     void *map = mmap(NULL, MESH_CB_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED,
                      (int)mfd, 0);
     if (map == MAP_FAILED) {
@@ -99,7 +111,8 @@ bool mesh_worker_attach(mesh_worker **out, char **err)
     if (atomic_load_explicit(&cb->h.magic, memory_order_acquire) !=
         MESH_CB_MAGIC) {
         munmap(map, MESH_CB_BYTES);
-        return werr(err, "invalid: fd %u is not a mesh mailbox", mfd);
+        return werr(err, "invalid: MESH_MAILBOX_FD=%u is not a mesh mailbox",
+                    mfd);
     }
     mesh_cb_slot *s = &cb->slot[slot];
     if (cb->h.abi != MESH_RT_ABI_VERSION) {
