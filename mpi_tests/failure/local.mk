@@ -6,7 +6,8 @@ FAILURE_TEST_FILES = \
 	mpi_tests/failure/kill_recovery_np3.mpi \
 	mpi_tests/failure/kill_np3.mpi \
 	mpi_tests/failure/finalize_np2.mpi \
-	mpi_tests/failure/soak_np3.mpi
+	mpi_tests/failure/soak_np3.mpi \
+	mpi_tests/failure/bad_input_np2.mpi
 EXTRA_DIST += $(FAILURE_TEST_FILES) mpi_tests/failure/soak.sh
 
 if RIG_RAILS
@@ -25,6 +26,15 @@ mpi_tests_failure_test_soak_CPPFLAGS = $(RIG_ABI_CPPFLAGS) $(MPI_CFLAGS)
 mpi_tests_failure_test_soak_CFLAGS = $(RIG_CFLAGS)
 mpi_tests_failure_test_soak_LDADD = src/librig.la $(MPI_LIBS)
 mpi_tests_failure_test_soak_LDFLAGS = $(RIG_LDFLAGS)
+
+check_PROGRAMS += mpi_tests/failure/test_badinput_job
+mpi_tests_failure_test_badinput_job_SOURCES = \
+	mpi_tests/failure/test_badinput_job.c mpi_tests/mpitest.h
+mpi_tests_failure_test_badinput_job_CPPFLAGS = $(RIG_ABI_CPPFLAGS) \
+	$(MPI_CFLAGS)
+mpi_tests_failure_test_badinput_job_CFLAGS = $(RIG_CFLAGS)
+mpi_tests_failure_test_badinput_job_LDADD = src/librig.la $(MPI_LIBS)
+mpi_tests_failure_test_badinput_job_LDFLAGS = $(RIG_LDFLAGS)
 
 TESTS += $(FAILURE_TEST_FILES)
 endif

@@ -801,10 +801,9 @@ bool rig_job_rail(rig_job *job, int peer, const rig_transfer *send,
         return rig_err(err, "invalid: peer %d is this rank", peer);
     }
     if ((send == NULL && nsend > 0) || (receive == NULL && nreceive > 0)) {
-        return rig_err(err,
-                       "invalid: a NULL transfer list with %zu "
-                       "transfers",
-                       send == NULL ? nsend : nreceive);
+        return rig_err(err, "invalid: %s is NULL with %zu transfers",
+                       send == NULL && nsend > 0 ? "send" : "receive",
+                       send == NULL && nsend > 0 ? nsend : nreceive);
     }
     pthread_mutex_lock(&job->lock);
     uint64_t seq = job->seq[peer]++;

@@ -69,14 +69,21 @@ bool rig_rail_settings_resolve(const rig_job_options *opt,
         rig_job_options_init(&o);
     }
     if (!switch_ok(o.numa) || !switch_ok(o.cuda) || !switch_ok(o.shm_stores)) {
-        return rig_err(err, "invalid: rig_job_options has a switch that is "
-                            "not RIG_AUTO, RIG_OFF or RIG_ON");
+        return rig_err(err,
+                       "invalid: rig_job_options.%s is not RIG_AUTO, "
+                       "RIG_OFF or RIG_ON",
+                       !switch_ok(o.numa)   ? "numa"
+                       : !switch_ok(o.cuda) ? "cuda"
+                                            : "shm_stores");
     }
     const char *t =
         rig_env_str("RIG_TRANSPORT", o.transport != NULL ? o.transport : "ucx");
     if (strcmp(t, "ucx") != 0 && strcmp(t, "mpi") != 0) {
-        return rig_err(err, "invalid: transport \"%s\" is not \"ucx\" or "
-                            "\"mpi\"", t);
+        const char *env = getenv("RIG_TRANSPORT");
+        return rig_err(err, "invalid: %s \"%s\" is not \"ucx\" or \"mpi\"",
+                       env != NULL && env[0] != '\0' ? "RIG_TRANSPORT"
+                                                      : "transport",
+                       t);
     }
     out->mpi = strcmp(t, "mpi") == 0;
     if (!parse_switch("RIG_NUMA", &o.numa, err) ||
