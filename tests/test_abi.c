@@ -286,7 +286,7 @@ static void test_end_make_args(void)
     T_ERR(rig_rail_make(1, e, NULL, &err), err, "invalid: out is NULL");
     T_OK(rig_rail_make(7, e, &r, &err), err);
     rig_rail *r2 = NULL;
-    T_ERR(rig_rail_make(8, e, &r2, &err), err, "invalid: the end already");
+    T_ERR(rig_rail_make(8, e, &r2, &err), err, "invalid: local end already");
     T_EQ_U(rig_rail_id(r), 7);
     T_TRUE(rig_rail_local(r) == e);
     T_TRUE(rig_rail_id(NULL) == -1);

@@ -70,8 +70,8 @@ bool rig_rail_settings_resolve(const rig_job_options *opt,
     }
     if (!switch_ok(o.numa) || !switch_ok(o.cuda) || !switch_ok(o.shm_stores)) {
         return rig_err(err,
-                       "invalid: rig_job_options.%s is not RIG_AUTO, "
-                       "RIG_OFF or RIG_ON",
+                       "invalid: rig_job_options.%s is not a switch "
+                       "(RIG_AUTO, RIG_OFF or RIG_ON)",
                        !switch_ok(o.numa)   ? "numa"
                        : !switch_ok(o.cuda) ? "cuda"
                                             : "shm_stores");
