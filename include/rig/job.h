@@ -38,7 +38,8 @@
  *                   per rail (MPI_Win_allocate[_shared] on the pair's
  *                   communicator); rig_end_ready then calls MPI on the
  *                   caller's thread (below MPI_THREAD_MULTIPLE, treat it as
- *                   an MPI call), no peer death is detected, and windows
+ *                   an MPI call, as rig_job_failed then too), a peer's
+ *                   death is seen on its node only (a pidfd), and windows
  *                   are freed at rig_job_close.  RIG_NUMA, RIG_CUDA and
  *                   RIG_SHM_STORES apply to "ucx" only.
  *   RIG_NUMA        "auto" (bind ends to the rank's NUMA node) | "off"

@@ -1055,12 +1055,15 @@ void rig_job_close(rig_job *job)
         return;
     }
     if (job->mpi != NULL) {
-        /* Every rank stopped carrying before any window goes. */
+        /* Every rank stopped carrying before any window goes; without a
+         * rank that left, the collective frees are abandoned. */
         rig_mpi_stop(job->mpi);
-        MPI_Barrier(job->comm);
+        bool all = rig_mpi_barrier(job->mpi);
         rig_mpi_close(job->mpi);
-        MPI_Win_free(&job->win);
-        MPI_Comm_free(&job->comm);
+        if (all) {
+            MPI_Win_free(&job->win);
+            MPI_Comm_free(&job->comm);
+        }
         job_free(job);
         return;
     }

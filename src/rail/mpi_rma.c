@@ -41,11 +41,24 @@
  * thread: across nodes on a network without hardware RMA, Open MPI's osc
  * rdma may need the target to enter MPI before a flush completes.
  *
- * Failure.  rig_job_fail raises this rank's ends and accumulates
- * RIG_COUNT_FAILED (MPI_MAX) into all three counts of every peer end.  A
- * dead peer is not detected: MPI (without ULFM) reports no peer failure on
- * a window, and a put into a same-node peer's shared memory succeeds
- * whether the peer lives or not.  An MPI error in a carrier fails the job.
+ * Failure.  rig_job_fail raises this rank's ends, accumulates
+ * RIG_COUNT_FAILED (MPI_MAX) into all three counts of every peer end, and
+ * sends its reason to every rank (picked up by their rig_job_rail and
+ * rig_job_failed).  A watcher thread that never calls MPI spreads it: a
+ * failed count on one of a rank's ends fails that rank's job and raises
+ * its same-node peers' ends through MPI_Win_shared_query pointers, so
+ * ranks with no rail to the first fail too (across nodes only the peers of
+ * the first rank learn it before they next call rig).  A rank that calls
+ * MPI_Finalize with the job open fails it (an MPI_COMM_SELF attribute) and
+ * tells every rank it left, so that their closes skip the collectives it
+ * would have to join.  A dead peer is seen only on its node: MPI (without
+ * ULFM) reports no peer failure on a window, and a put into a same-node
+ * peer's shared memory succeeds whether the peer lives or not, so the
+ * watcher polls a pidfd of every same-node peer (rig_node_key decides who
+ * shares the kernel and pid namespace).  A peer on another node that dies
+ * is not detected: waits on its rails block until the user's timeout, and
+ * Open MPI ends the job unless run with --enable-recovery.  An MPI error
+ * in a carrier fails the job.
  *
  * Lifetimes.  A window is freed collectively, so never when one rank
  * releases its rail: windows live until rig_job_close, which frees those of
@@ -55,13 +68,19 @@
 
 #include "mpi_rma.h"
 
+#include "rail_internal.h"
+
 #include "util_internal.h"
 
+#include <errno.h>
 #include <limits.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #define TAG_PAIR 0x7270 /* MPI_Comm_create_group */
@@ -69,6 +88,8 @@
 #define TAG_ACK 0x7272  /* the window's addresses and outcome */
 #define TAG_CLOSE 0x7273
 #define TAG_FAIL 0x7274 /* a failure's reason, to every rank */
+#define TAG_LEFT 0x7275 /* this rank finalized MPI with the job open */
+#define KEY_LEN 96      /* of rig_node_key */
 #define WIRE_MAGIC 0x72696d31u /* "rim1" */
 #define PUT_MAX ((size_t)1 << 30)
 
@@ -90,6 +111,7 @@ struct rig_mend {
     MPI_Win win;  /* the rail's window; MPI_WIN_NULL once freed */
     int target;   /* the peer's rank in the window */
     MPI_Aint peer_counts, peer_in; /* displacements in the rail's window */
+    uint8_t *peer_counts_map; /* the peer's counts, mapped (same node) */
     bool live;    /* carrying allowed (MPI lock) */
     rig_mpi *m;
 
@@ -120,7 +142,17 @@ struct rig_mpi {
     rig_mend *ends;
     long refs; /* 1 for the job + 1 per end not freed; lock */
     atomic_bool failed;
-    _Atomic(char *) why;
+    _Atomic(char *) why;  /* the first reason given or told */
+    _Atomic(char *) seen; /* the watcher's, while no reason is known */
+
+    /* The watcher thread (see "Failure" above); lock. */
+    pthread_t watcher;
+    pthread_cond_t wake_watcher;
+    bool watching, wstop;
+    int *pidfd;  /* per peer: its process, when on this node; -1: none */
+    bool *gone;  /* per rank: left the job (died, finalized); lock */
+    atomic_int left; /* a rank that left, or -1 */
+    int self_key;    /* MPI_COMM_SELF attribute: finalize without close */
 };
 
 static const uint64_t failed_value = RIG_COUNT_FAILED;
@@ -145,7 +177,18 @@ static void mpi_free(rig_mpi *m)
 {
     free(m->pair);
     free(m->shared);
+    if (m->pidfd != NULL) {
+        for (int r = 0; r < m->size; r++) {
+            if (m->pidfd[r] >= 0) {
+                close(m->pidfd[r]);
+            }
+        }
+    }
+    free(m->pidfd);
+    free(m->gone);
     free(atomic_load(&m->why));
+    free(atomic_load(&m->seen));
+    pthread_cond_destroy(&m->wake_watcher);
     pthread_mutex_destroy(&m->lock);
     free(m);
 }
@@ -291,12 +334,18 @@ static void mend_release(void *self)
 
 /* ---- failure ------------------------------------------------------------- */
 
-const char *rig_mpi_failed(const rig_mpi *m)
+static bool poll_fail(rig_mpi *m);
+
+const char *rig_mpi_failed(rig_mpi *m)
 {
     if (m == NULL || !atomic_load(&m->failed)) {
         return NULL;
     }
-    return atomic_load(&((rig_mpi *)m)->why);
+    if (atomic_load(&m->why) == NULL) {
+        poll_fail(m); /* the watcher's: a rank may have told why */
+    }
+    char *why = atomic_load(&m->why);
+    return why != NULL ? why : atomic_load(&m->seen);
 }
 
 void rig_mpi_fail(rig_mpi *m, const char *why)
@@ -346,13 +395,100 @@ void rig_mpi_fail(rig_mpi *m, const char *why)
     pthread_mutex_unlock(&m->lock);
 }
 
+/* The watcher: every 10 ms, without calling MPI, it looks at this rank's
+ * ends.  A count at RIG_COUNT_FAILED that this rank did not raise means a
+ * peer failed the job: the job fails here too, and every peer end mapped
+ * here (same node) is raised, so the failure spreads along the rails to
+ * ranks that share none with the first.  Once failed it re-raises the
+ * counts each tick: an accumulate of `arrived` racing with a raise may
+ * lower it once (osc sm's MPI_MAX is a locked read-modify-write). */
+#define WATCH_NS 10000000L
+
+static void raise_all_locked(rig_mpi *m)
+{
+    static const size_t at[] = {RIG_READY_AT, RIG_SENT_AT, RIG_ARRIVED_AT};
+    for (rig_mend *e = m->ends; e != NULL; e = e->next) {
+        for (size_t i = 0; i < 3; i++) {
+            rig_count_advance(e->counts, at[i], RIG_COUNT_FAILED);
+            if (e->peer_counts_map != NULL && e->win != MPI_WIN_NULL) {
+                rig_count_advance(e->peer_counts_map, at[i],
+                                  RIG_COUNT_FAILED);
+            }
+        }
+    }
+}
+
+static void *watch(void *arg)
+{
+    rig_mpi *m = arg;
+    pthread_mutex_lock(&m->lock);
+    while (!m->wstop) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += WATCH_NS;
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
+        }
+        pthread_cond_timedwait(&m->wake_watcher, &m->lock, &ts);
+        if (m->wstop) {
+            break;
+        }
+        bool failed = atomic_load(&m->failed);
+        for (int r = 0; r < m->size; r++) {
+            struct pollfd pf = {.fd = m->pidfd[r], .events = POLLIN};
+            if (m->pidfd[r] < 0 || poll(&pf, 1, 0) <= 0) {
+                continue;
+            }
+            /* A same-node peer's process ended: the job failed. */
+            close(m->pidfd[r]);
+            m->pidfd[r] = -1;
+            m->gone[r] = true;
+            atomic_store(&m->left, r);
+            char *msg = NULL;
+            rig_err(&msg, "failed: rank %d (on this node) died", r);
+            char *none = NULL;
+            if (msg != NULL &&
+                !atomic_compare_exchange_strong(&m->why, &none, msg)) {
+                free(msg);
+            }
+            atomic_store(&m->failed, true);
+            failed = true;
+        }
+        for (rig_mend *e = m->ends; e != NULL && !failed; e = e->next) {
+            if (rig_count_load(e->counts, RIG_READY_AT) == RIG_COUNT_FAILED ||
+                rig_count_load(e->counts, RIG_SENT_AT) == RIG_COUNT_FAILED ||
+                rig_count_load(e->counts, RIG_ARRIVED_AT) ==
+                    RIG_COUNT_FAILED) {
+                char *msg = NULL;
+                rig_err(&msg,
+                        "failed: rank %d's end of rail %lld to rank %d "
+                        "failed (a peer failed the job)",
+                        m->rank, (long long)e->id, e->peer);
+                char *none = NULL;
+                if (msg != NULL &&
+                    !atomic_compare_exchange_strong(&m->seen, &none, msg)) {
+                    free(msg);
+                }
+                atomic_store(&m->failed, true);
+                failed = true;
+            }
+        }
+        if (failed) {
+            raise_all_locked(m);
+        }
+    }
+    pthread_mutex_unlock(&m->lock);
+    return NULL;
+}
+
 /* ---- the pair's exchanges ------------------------------------------------ */
 
 /* Whether another rank told this one that the job failed; if so the job
  * fails here too (and tells the others). */
 static bool poll_fail(rig_mpi *m)
 {
-    if (rig_mpi_failed(m) != NULL) {
+    if (atomic_load(&m->why) != NULL) {
         return true;
     }
     int flag = 0;
@@ -360,7 +496,7 @@ static bool poll_fail(rig_mpi *m)
     if (MPI_Iprobe(MPI_ANY_SOURCE, TAG_FAIL, m->comm, &flag, &st) !=
             MPI_SUCCESS ||
         !flag) {
-        return false;
+        return atomic_load(&m->failed);
     }
     int count = 0;
     MPI_Get_count(&st, MPI_CHAR, &count);
@@ -580,6 +716,9 @@ static bool compare(int lo, const side *l, int hi, const side *h, char **err)
 
 /* ---- making a rail ------------------------------------------------------- */
 
+typedef struct wire_ack wire_ack;
+static void watch_pid(rig_mpi *m, int peer, const wire_ack *t);
+
 /* This side's end before the window: lists and layout; "nomem:" when the
  * machine cannot hold it. */
 static bool mend_make(rig_mpi *m, int peer, int64_t id,
@@ -630,14 +769,35 @@ static bool mend_make(rig_mpi *m, int peer, int64_t id,
 }
 
 /* The ack: the outcome of making this side and where its end is. */
-typedef struct {
+struct wire_ack {
     int32_t ok;
     int32_t attached;
     int64_t counts_at, inbound_at; /* in the rail's window */
     int64_t base;                  /* MPI_Get_address of the end */
     int64_t outbound_at;
     int64_t shift; /* the end's displacement in the rail's window */
-} wire_ack;
+    int32_t pid;
+    char key[KEY_LEN]; /* rig_node_key: equal keys see each other's pids */
+};
+
+/* Watches peer's process (once) when it shares this kernel and pid
+ * namespace: the watcher polls a pidfd, which is readable once the
+ * process ended (a zombie included). */
+static void watch_pid(rig_mpi *m, int peer, const wire_ack *t)
+{
+    char key[KEY_LEN];
+    rig_node_key(key, sizeof(key));
+    char theirs[KEY_LEN];
+    memcpy(theirs, t->key, sizeof(theirs));
+    theirs[KEY_LEN - 1] = '\0';
+    pthread_mutex_lock(&m->lock);
+    if (m->pidfd[peer] < 0 && strcmp(key, theirs) == 0 && t->pid > 0) {
+#ifdef SYS_pidfd_open
+        m->pidfd[peer] = (int)syscall(SYS_pidfd_open, (pid_t)t->pid, 0);
+#endif
+    }
+    pthread_mutex_unlock(&m->lock);
+}
 
 /* Allocates e's window (collective over the pair), zeroes and locks it,
  * attaches it to the job's window, makes the ABI end and rail. */
@@ -677,6 +837,15 @@ static bool mend_open(rig_mend *e, MPI_Comm pc, rig_rail **rail, char **err)
     }
     e->counts = e->base + e->layout.counts_at;
     e->out = e->base + e->layout.outbound_at;
+    if (shared) {
+        MPI_Aint size = 0;
+        int unit = 0;
+        void *peer = NULL;
+        if (MPI_Win_shared_query(e->win, e->target, &size, &unit, &peer) ==
+            MPI_SUCCESS) {
+            e->peer_counts_map = peer; /* + the counts' displacement, below */
+        }
+    }
 
     pthread_mutex_lock(&m->lock);
     if (m->attached < m->attach_limit) {
@@ -829,7 +998,9 @@ bool rig_mpi_rail(rig_mpi *m, int peer, int64_t id, const rig_transfer *send,
         .outbound_at = (int64_t)(e->shift + e->layout.outbound_at),
         .base = (int64_t)addr,
         .shift = (int64_t)e->shift,
+        .pid = (int32_t)getpid(),
     };
+    rig_node_key(a.key, sizeof(a.key));
     wire_ack t = {0};
     void *tin = NULL;
     size_t tlen = 0;
@@ -854,8 +1025,12 @@ bool rig_mpi_rail(rig_mpi *m, int peer, int64_t id, const rig_transfer *send,
         goto err_end;
     }
     e->peer_counts = (MPI_Aint)t.counts_at;
+    if (e->peer_counts_map != NULL) {
+        e->peer_counts_map += t.counts_at;
+    }
     e->peer_in = (MPI_Aint)t.inbound_at;
     e->peer_attached = t.attached != 0;
+    watch_pid(m, peer, &t);
     e->disp.rank = peer;
     /* t.base is the peer's end, the *_at its window displacements. */
     int64_t shift = t.shift;
@@ -939,6 +1114,121 @@ bool rig_mpi_rail_disp(rig_mpi *m, const rig_rail *r, rig_job_peer_end *out,
 
 /* ---- open and close ------------------------------------------------------ */
 
+static void stop_watcher(rig_mpi *m)
+{
+    if (m->watching) {
+        pthread_mutex_lock(&m->lock);
+        m->wstop = true;
+        pthread_cond_signal(&m->wake_watcher);
+        pthread_mutex_unlock(&m->lock);
+        pthread_join(m->watcher, NULL);
+        m->watching = false;
+    }
+}
+
+/* MPI_Finalize deletes MPI_COMM_SELF's attributes first: a rank that ends
+ * MPI with its job open fails the job, tells every rank why, and that it
+ * left (so that their closes do not wait for it). */
+static int finalize_hook(MPI_Comm comm, int key, void *val, void *extra)
+{
+    (void)comm;
+    (void)key;
+    (void)extra;
+    rig_mpi *m = val;
+    if (m->self_key == MPI_KEYVAL_INVALID) {
+        return MPI_SUCCESS; /* rig_mpi_close is removing it */
+    }
+    char why[128];
+    snprintf(why, sizeof(why),
+             "failed: rank %d finalized MPI without closing its job",
+             m->rank);
+    for (int r = 0; r < m->size; r++) {
+        MPI_Request req;
+        if (r != m->rank && MPI_Isend(NULL, 0, MPI_BYTE, r, TAG_LEFT, m->comm,
+                                      &req) == MPI_SUCCESS) {
+            MPI_Request_free(&req);
+        }
+    }
+    rig_mpi_fail(m, why);
+    /* The windows go with MPI: the watcher must not touch them. */
+    stop_watcher(m);
+    m->self_key = MPI_KEYVAL_INVALID; /* the keyval goes with MPI */
+    return MPI_SUCCESS;
+}
+
+static void watch_finalize(rig_mpi *m)
+{
+    m->self_key = MPI_KEYVAL_INVALID;
+    if (MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, finalize_hook,
+                               &m->self_key, NULL) != MPI_SUCCESS) {
+        m->self_key = MPI_KEYVAL_INVALID;
+        return;
+    }
+    if (MPI_Comm_set_attr(MPI_COMM_SELF, m->self_key, m) != MPI_SUCCESS) {
+        MPI_Comm_free_keyval(&m->self_key);
+        m->self_key = MPI_KEYVAL_INVALID;
+    }
+}
+
+static void unwatch_finalize(rig_mpi *m)
+{
+    int key = m->self_key;
+    if (key != MPI_KEYVAL_INVALID) {
+        m->self_key = MPI_KEYVAL_INVALID; /* the hook does nothing now */
+        MPI_Comm_delete_attr(MPI_COMM_SELF, key);
+        MPI_Comm_free_keyval(&key);
+    }
+}
+
+/* Takes the notices of ranks that finalized MPI with the job open. */
+static void poll_left(rig_mpi *m)
+{
+    int flag = 0;
+    MPI_Status st;
+    while (MPI_Iprobe(MPI_ANY_SOURCE, TAG_LEFT, m->comm, &flag, &st) ==
+               MPI_SUCCESS &&
+           flag) {
+        MPI_Recv(NULL, 0, MPI_BYTE, st.MPI_SOURCE, TAG_LEFT, m->comm,
+                 MPI_STATUS_IGNORE);
+        pthread_mutex_lock(&m->lock);
+        m->gone[st.MPI_SOURCE] = true;
+        pthread_mutex_unlock(&m->lock);
+        atomic_store(&m->left, st.MPI_SOURCE);
+    }
+}
+
+bool rig_mpi_barrier(rig_mpi *m)
+{
+    poll_left(m);
+    if (atomic_load(&m->left) >= 0) {
+        return false;
+    }
+    MPI_Request req;
+    if (MPI_Ibarrier(m->comm, &req) != MPI_SUCCESS) {
+        return false;
+    }
+    rig_backoff b = {0};
+    for (;;) {
+        int flag = 0;
+        if (MPI_Test(&req, &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS) {
+            return false;
+        }
+        if (flag) {
+            return true;
+        }
+        poll_left(m);
+        int gone = atomic_load(&m->left);
+        if (gone >= 0) {
+            rig_log(RIG_LOG_WARN,
+                    "rank %d: closing the job without rank %d, which left "
+                    "it",
+                    m->rank, gone);
+            return false; /* the request is abandoned with the comm */
+        }
+        rig_backoff_step(&b);
+    }
+}
+
 bool rig_mpi_open(MPI_Comm comm, MPI_Win win, uint64_t attach_limit,
                   rig_mpi **out, char **err)
 {
@@ -953,20 +1243,37 @@ bool rig_mpi_open(MPI_Comm comm, MPI_Win win, uint64_t attach_limit,
     MPI_Comm_size(comm, &m->size);
     m->pair = malloc((size_t)m->size * sizeof(*m->pair));
     m->shared = calloc((size_t)m->size, sizeof(*m->shared));
-    if (m->pair == NULL || m->shared == NULL) {
+    m->pidfd = malloc((size_t)m->size * sizeof(*m->pidfd));
+    m->gone = calloc((size_t)m->size, sizeof(*m->gone));
+    if (m->pair == NULL || m->shared == NULL || m->pidfd == NULL ||
+        m->gone == NULL) {
         int size = m->size;
         free(m->pair);
         free(m->shared);
+        free(m->pidfd);
+        free(m->gone);
         free(m);
         return rig_err(err, "nomem: pair communicators for %d ranks", size);
     }
     for (int r = 0; r < m->size; r++) {
         m->pair[r] = MPI_COMM_NULL;
+        m->pidfd[r] = -1;
     }
+    atomic_init(&m->left, -1);
     pthread_mutex_init(&m->lock, NULL);
+    pthread_cond_init(&m->wake_watcher, NULL);
     m->refs = 1;
     atomic_init(&m->failed, false);
     atomic_init(&m->why, NULL);
+    atomic_init(&m->seen, NULL);
+    int rc = pthread_create(&m->watcher, NULL, watch, m);
+    if (rc != 0) {
+        mpi_free(m);
+        return rig_err(err, "system: pthread_create failed: %s",
+                       strerror(rc));
+    }
+    m->watching = true;
+    watch_finalize(m);
     *out = m;
     return true;
 }
@@ -1040,6 +1347,8 @@ static void close_pair(rig_mpi *m, int peer, rig_mend **ends, size_t n)
 
 void rig_mpi_close(rig_mpi *m)
 {
+    unwatch_finalize(m);
+    stop_watcher(m);
     pthread_mutex_lock(&m->lock);
     size_t n = 0;
     for (rig_mend *e = m->ends; e != NULL; e = e->next) {
@@ -1062,7 +1371,7 @@ void rig_mpi_close(rig_mpi *m)
                 one[np++] = all[i];
             }
         }
-        if (np > 0) {
+        if (np > 0 && !m->gone[p]) {
             close_pair(m, p, one, np);
         }
     }

@@ -41,11 +41,15 @@ bool rig_mpi_rail_disp(rig_mpi *m, const rig_rail *r, rig_job_peer_end *out,
 /* Fails the job here and tells every peer this rank has rails with (their
  * ends of those rails fail).  First why wins.  Any thread, idempotent. */
 void rig_mpi_fail(rig_mpi *m, const char *why);
-/* The failure's reason, or NULL. */
-const char *rig_mpi_failed(const rig_mpi *m);
+/* The failure's reason, or NULL.  When the job failed through a peer's
+ * count alone, it looks (MPI_Iprobe) for the reason a rank sent. */
+const char *rig_mpi_failed(rig_mpi *m);
 
 /* Stops every rail (ready only advances the count).  Not collective. */
 void rig_mpi_stop(rig_mpi *m);
+/* A barrier over the job's communicator that gives up (false) once a rank
+ * is known to have left the job (died, or finalized MPI with it open). */
+bool rig_mpi_barrier(rig_mpi *m);
 /* Frees the windows of rails no rank holds any more (collective over each
  * pair of ranks with rails), detaches every end from the job's window, and
  * the transport once no end is held.  After every rank stopped. */
