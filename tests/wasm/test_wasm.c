@@ -531,7 +531,10 @@ static void test_ignore_halt(void)
         uint64_t t0 = now_ms();
         T_OK(unload(&r, &err), err);
         uint64_t took = now_ms() - t0;
-        T_TRUE(took >= 200 && took < 200 + 500);
+        /* It waited the halt period; that the nodes were then ended
+         * (not abandoned) is what unload's success and `lost` say, so the
+         * upper bound is only a hang guard, loose for valgrind and load. */
+        T_TRUE(took >= 200 && took < 200 + 500 + 5000);
         T_EQ_U(atomic_load(&words(4)->exited), 0);
         uint32_t alive, lost;
         mesh_wasm_lane_counts(B, &alive, &lost);
