@@ -805,6 +805,12 @@ bool rig_job_rail(rig_job *job, int peer, const rig_transfer *send,
                        send == NULL && nsend > 0 ? "send" : "receive",
                        send == NULL && nsend > 0 ? nsend : nreceive);
     }
+    /* A failed job makes no rail, and the peer may be gone: no contact. */
+    const char *failed_now = job->mpi != NULL ? rig_mpi_failed(job->mpi)
+                                              : rig_ucx_failed(job->ucx);
+    if (failed_now != NULL) {
+        return rig_err(err, "%s", failed_now);
+    }
     pthread_mutex_lock(&job->lock);
     uint64_t seq = job->seq[peer]++;
     pthread_mutex_unlock(&job->lock);
