@@ -16,8 +16,8 @@ bool bench_pingpong = false;
 
 /* Every method, rig first: the order of the columns. */
 static const bench_method *const all_methods[] = {
-    &bench_rig, &bench_rig_mpi, &bench_floor, &bench_mpi, &bench_persistent,
-    &bench_put, &bench_ucx,
+    &bench_rig,        &bench_rig_mpi, &bench_floor, &bench_mpi,
+    &bench_persistent, &bench_put,     &bench_ucx,
 };
 #define NALL (sizeof(all_methods) / sizeof(all_methods[0]))
 
@@ -242,8 +242,10 @@ void bench_init(int *argc, char ***argv, bench_opts *o, size_t def_min,
     }
     if (size != 2) {
         if (bench_rank == 0) {
-            fprintf(stderr, "%s: invalid: this benchmark needs exactly 2 "
-                            "ranks, not %d\n", bench_prog, size);
+            fprintf(stderr,
+                    "%s: invalid: this benchmark needs exactly 2 "
+                    "ranks, not %d\n",
+                    bench_prog, size);
         }
         MPI_Finalize();
         exit(2);
@@ -350,14 +352,15 @@ static bool better(bench_unit unit, double a, double b)
     return unit == BENCH_LATENCY ? a < b : a > b;
 }
 
-void bench_print_header(const bench_opts *o, const char *title,
-                        bench_unit unit, const char *first_col)
+void bench_print_header(const bench_opts *o, const char *title, bench_unit unit,
+                        const char *first_col)
 {
     if (bench_rank != 0) {
         return;
     }
     printf("\n# OSU MPI %s Test v7.4 (rig: rails side by side with MPI and "
-           "raw UCX)\n", title);
+           "raw UCX)\n",
+           title);
     printf("# Methods:");
     for (int i = 0; i < o->nmethods; i++) {
         printf(" %s (%s)%s", o->methods[i]->name, o->methods[i]->about,
@@ -489,8 +492,8 @@ void bench_pattern(uint8_t *msg, size_t size)
 }
 
 /* Whether msg's stamp is in [lo, hi] and not torn; *v: its number. */
-static bool stamp_ok(const uint8_t *msg, size_t size, uint64_t lo,
-                     uint64_t hi, uint64_t *v)
+static bool stamp_ok(const uint8_t *msg, size_t size, uint64_t lo, uint64_t hi,
+                     uint64_t *v)
 {
     size_t n = stamp_len(size);
     uint64_t a = 0, b = 0;
@@ -510,10 +513,9 @@ static bool stamp_ok(const uint8_t *msg, size_t size, uint64_t lo,
     return true;
 }
 
-uint64_t bench_check_live(const char *method, const uint8_t *msg,
-                          size_t size, uint64_t lo,
-                          uint64_t (*flag)(const void *ctx), const void *ctx,
-                          uint64_t ahead)
+uint64_t bench_check_live(const char *method, const uint8_t *msg, size_t size,
+                          uint64_t lo, uint64_t (*flag)(const void *ctx),
+                          const void *ctx, uint64_t ahead)
 {
     size_t n = stamp_len(size);
     uint64_t mask = n >= 8 ? UINT64_MAX : ((uint64_t)1 << (8 * n)) - 1;
@@ -534,8 +536,7 @@ uint64_t bench_check_live(const char *method, const uint8_t *msg,
          * move, or a stamp is past the flag; a wrong state that stays put
          * for a while is what arrived. */
         uint64_t va = lo + ((a - lo) & mask), vb = lo + ((b - lo) & mask);
-        bool moved = tries == 0 || f != prev_f || a != prev_a ||
-                     b != prev_b;
+        bool moved = tries == 0 || f != prev_f || a != prev_a || b != prev_b;
         if (moved) {
             since = bench_now();
         } else {
@@ -551,8 +552,8 @@ uint64_t bench_check_live(const char *method, const uint8_t *msg,
     }
 }
 
-uint64_t bench_check_stamp(const char *method, const uint8_t *msg,
-                           size_t size, uint64_t lo, uint64_t hi)
+uint64_t bench_check_stamp(const char *method, const uint8_t *msg, size_t size,
+                           uint64_t lo, uint64_t hi)
 {
     size_t n = stamp_len(size);
     uint64_t v = 0, w = 0;
@@ -562,8 +563,8 @@ uint64_t bench_check_stamp(const char *method, const uint8_t *msg,
     uint64_t off = (v - lo) & mask;
     if (n == 0 || off > hi - lo) {
         bench_die("wrong data: %s, %zu-byte message %llu: stamp %llu, "
-                  "expected %llu..%llu", method, size,
-                  (unsigned long long)lo, (unsigned long long)v,
+                  "expected %llu..%llu",
+                  method, size, (unsigned long long)lo, (unsigned long long)v,
                   (unsigned long long)(lo & mask),
                   (unsigned long long)(hi & mask));
     }
@@ -571,9 +572,9 @@ uint64_t bench_check_stamp(const char *method, const uint8_t *msg,
         memcpy(&w, msg + size - 8, 8);
         if (w != v) {
             bench_die("wrong data: %s, %zu-byte message %llu: torn, stamp "
-                      "%llu at the start and %llu at the end", method, size,
-                      (unsigned long long)lo, (unsigned long long)v,
-                      (unsigned long long)w);
+                      "%llu at the start and %llu at the end",
+                      method, size, (unsigned long long)lo,
+                      (unsigned long long)v, (unsigned long long)w);
         }
     }
     return lo + off;
@@ -588,8 +589,9 @@ void bench_check_all(const char *method, const uint8_t *msg, size_t size,
     for (size_t i = n; i < end; i++) {
         if (msg[i] != pattern_byte(i)) {
             bench_die("wrong data: %s, %zu-byte message %llu: byte %zu holds "
-                      "0x%02x, expected 0x%02x", method, size,
-                      (unsigned long long)lo, i, msg[i], pattern_byte(i));
+                      "0x%02x, expected 0x%02x",
+                      method, size, (unsigned long long)lo, i, msg[i],
+                      pattern_byte(i));
         }
     }
 }

@@ -140,8 +140,8 @@ void bench_summarize(bench_result *r, double *samples, int n, double avg);
 /* Prints the header (title, then the column names) and the row of one
  * size.  Default: the first method (rig), the best baseline, their ratio
  * and the baseline's name; -b: every method. */
-void bench_print_header(const bench_opts *o, const char *title,
-                        bench_unit unit, const char *first_col);
+void bench_print_header(const bench_opts *o, const char *title, bench_unit unit,
+                        const char *first_col);
 void bench_print_row(const bench_opts *o, bench_unit unit, size_t key,
                      const bench_result *res);
 
@@ -153,16 +153,15 @@ void bench_stamp(uint8_t *msg, size_t size, uint64_t seq);
 void bench_pattern(uint8_t *msg, size_t size);
 /* Checks that msg's stamp is a message number in [lo, hi] (aborting with
  * the method, size and seq otherwise); returns the stamp. */
-uint64_t bench_check_stamp(const char *method, const uint8_t *msg,
-                           size_t size, uint64_t lo, uint64_t hi);
+uint64_t bench_check_stamp(const char *method, const uint8_t *msg, size_t size,
+                           uint64_t lo, uint64_t hi);
 /* As bench_check_stamp while a writer may still be changing msg (one-sided
  * streams, shared buffers): hi is flag(ctx) + ahead, read before the
  * stamp; a check that fails is retried while the flag or the stamp move,
  * and aborts only when a wrong state stays put. */
-uint64_t bench_check_live(const char *method, const uint8_t *msg,
-                          size_t size, uint64_t lo,
-                          uint64_t (*flag)(const void *ctx), const void *ctx,
-                          uint64_t ahead);
+uint64_t bench_check_live(const char *method, const uint8_t *msg, size_t size,
+                          uint64_t lo, uint64_t (*flag)(const void *ctx),
+                          const void *ctx, uint64_t ahead);
 /* Checks the pattern and the stamp of msg (as above) byte by byte. */
 void bench_check_all(const char *method, const uint8_t *msg, size_t size,
                      uint64_t lo, uint64_t hi);

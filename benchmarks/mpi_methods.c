@@ -22,8 +22,8 @@ typedef struct {
     size_t oslots, islots; /* buffers per direction */
     uint8_t *sbuf, *rbuf;
     MPI_Request sreq[RING], rreq[RING];
-    uint64_t sent, done;   /* sends started, sends completed */
-    uint64_t posted, got;  /* receives posted, receives waited for */
+    uint64_t sent, done;  /* sends started, sends completed */
+    uint64_t posted, got; /* receives posted, receives waited for */
 } p2p;
 
 static size_t slots_for(size_t size)
@@ -64,8 +64,7 @@ static void p2p_close(void *state)
     free(state);
 }
 
-static bool p2p_setup(void *state, size_t out, size_t in, size_t n,
-                      char **err)
+static bool p2p_setup(void *state, size_t out, size_t in, size_t n, char **err)
 {
     (void)n;
     (void)err;
@@ -149,8 +148,7 @@ static void p2p_recv_post(void *state, size_t count)
         return; /* MPI_Recv in recv_wait */
     }
     if (p->posted - p->got + count > RING) {
-        bench_die("invalid: %s: more than %d receives posted", p->name,
-                  RING);
+        bench_die("invalid: %s: more than %d receives posted", p->name, RING);
     }
     if (p->persistent) {
         start_range(p->rreq, p->posted, count);
@@ -158,9 +156,8 @@ static void p2p_recv_post(void *state, size_t count)
         for (size_t i = 0; i < count; i++) {
             uint64_t q = p->posted + i;
             bench_mpi_check(MPI_Irecv(p->rbuf + q % p->islots * p->in,
-                                      (int)p->in, MPI_BYTE, bench_peer(),
-                                      TAG, MPI_COMM_WORLD,
-                                      &p->rreq[q % RING]),
+                                      (int)p->in, MPI_BYTE, bench_peer(), TAG,
+                                      MPI_COMM_WORLD, &p->rreq[q % RING]),
                             "MPI_Irecv");
         }
     }
@@ -177,23 +174,22 @@ static void p2p_send(void *state, uint64_t seq, bool signal)
         bench_stamp(buf, p->out, seq);
     }
     if (bench_pingpong && !p->persistent) {
-        bench_mpi_check(MPI_Send(buf, (int)p->out, MPI_BYTE, bench_peer(),
-                                 TAG, MPI_COMM_WORLD),
+        bench_mpi_check(MPI_Send(buf, (int)p->out, MPI_BYTE, bench_peer(), TAG,
+                                 MPI_COMM_WORLD),
                         "MPI_Send");
         p->sent++;
         p->done++;
         return;
     }
     if (p->sent - p->done >= RING) {
-        bench_die("invalid: %s: more than %d sends in flight", p->name,
-                  RING);
+        bench_die("invalid: %s: more than %d sends in flight", p->name, RING);
     }
     MPI_Request *r = &p->sreq[(seq - 1) % RING];
     if (p->persistent) {
         bench_mpi_check(MPI_Start(r), "MPI_Start");
     } else {
-        bench_mpi_check(MPI_Isend(buf, (int)p->out, MPI_BYTE, bench_peer(),
-                                  TAG, MPI_COMM_WORLD, r),
+        bench_mpi_check(MPI_Isend(buf, (int)p->out, MPI_BYTE, bench_peer(), TAG,
+                                  MPI_COMM_WORLD, r),
                         "MPI_Isend");
     }
     p->sent++;
@@ -223,8 +219,7 @@ static void p2p_recv_wait(void *state, uint64_t seq)
                         "MPI_Recv");
         p->posted = seq;
     } else {
-        bench_mpi_check(MPI_Wait(&p->rreq[(seq - 1) % RING],
-                                 MPI_STATUS_IGNORE),
+        bench_mpi_check(MPI_Wait(&p->rreq[(seq - 1) % RING], MPI_STATUS_IGNORE),
                         "MPI_Wait");
     }
     p->got = seq;
@@ -291,13 +286,13 @@ typedef struct {
     size_t out, in;
     size_t oslots, islots;
     MPI_Win win;
-    uint8_t *base;   /* this rank's window: islots * in, then the flag */
-    size_t flag_at;  /* byte offset of the flag in both windows */
+    uint8_t *base;  /* this rank's window: islots * in, then the flag */
+    size_t flag_at; /* byte offset of the flag in both windows */
     size_t peer_flag_at;
     uint8_t *sbuf;
     uint64_t flagsrc[2]; /* origin of the flag puts, alternately */
     uint64_t sent, got;
-    bool pending;        /* a flag put not flushed yet */
+    bool pending; /* a flag put not flushed yet */
 } put_link;
 
 static bool put_open(void **state, char **err)
@@ -328,8 +323,7 @@ static size_t put_slots(size_t size, size_t n)
     return k < cap ? k : cap;
 }
 
-static bool put_setup(void *state, size_t out, size_t in, size_t n,
-                      char **err)
+static bool put_setup(void *state, size_t out, size_t in, size_t n, char **err)
 {
     (void)err;
     put_link *p = state;
@@ -341,8 +335,8 @@ static bool put_setup(void *state, size_t out, size_t in, size_t n,
     size_t peer_flag = (p->oslots * out + 63) / 64 * 64;
     p->peer_flag_at = peer_flag;
     bench_mpi_check(MPI_Win_allocate((MPI_Aint)(p->flag_at + 64), 1,
-                                     MPI_INFO_NULL, MPI_COMM_WORLD,
-                                     &p->base, &p->win),
+                                     MPI_INFO_NULL, MPI_COMM_WORLD, &p->base,
+                                     &p->win),
                     "MPI_Win_allocate");
     memset(p->base, 0, p->flag_at + 64);
     p->sbuf = aligned_alloc(4096, (p->oslots * out + 4095) / 4096 * 4096);
@@ -435,8 +429,7 @@ static void put_recv_wait(void *state, uint64_t seq)
     p->got = seq;
     const uint8_t *buf = p->base + (seq - 1) % p->islots * p->in;
     (void)f;
-    bench_check_live("put", buf, p->in, seq, put_flag_of, p,
-                     2 * p->islots);
+    bench_check_live("put", buf, p->in, seq, put_flag_of, p, 2 * p->islots);
 }
 
 static void put_recv_check(void *state)

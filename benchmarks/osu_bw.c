@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* rig_osu_bw: bandwidth of windows of messages in flight, rig against MPI and raw UCX. */
+/* rig_osu_bw: bandwidth of windows of messages in flight, rig against MPI and
+ * raw UCX. */
 #include "patterns.h"
 
 int main(int argc, char **argv)

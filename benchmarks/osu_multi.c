@@ -22,7 +22,8 @@ static void print_multi_header(const bench_opts *o)
     }
     printf("\n# OSU MPI Multi-Transfer Latency Test v7.4 (rig: runs of n "
            "transfers of %zu bytes,\n# one signal per run, against one "
-           "transfer of the same total size)\n", o->min_size);
+           "transfer of the same total size)\n",
+           o->min_size);
     printf("%-10s", "# Run");
     for (int i = 0; i < o->nmethods; i++) {
         if (o->all || i == 0) {
@@ -104,12 +105,12 @@ int main(int argc, char **argv)
         int it = s * n > 8192 ? iters / 10 : iters;
         int sk = s * n > 8192 ? skip / 10 : skip;
         for (int i = 0; i < o.nmethods; i++) {
-            res[i] = bench_latency(o.methods[i], o.state[i], s, n, it, sk,
-                                   false);
+            res[i] =
+                bench_latency(o.methods[i], o.state[i], s, n, it, sk, false);
         }
         if (rig == 0) {
-            one = bench_latency(&bench_rig, o.state[0], s * n, 1, it, sk,
-                                false);
+            one =
+                bench_latency(&bench_rig, o.state[0], s * n, 1, it, sk, false);
         }
         if (bench_rank == 0) {
             printf("%-10zu", n);

@@ -44,8 +44,7 @@ static void time_ready(rig_end *e, rig_ready_fn fn, uint64_t *c, int batches,
         }
         ns[b] = (bench_now() - t0) * 1e9 / BATCH;
     }
-    qsort(ns, (size_t)(batches > 0 ? batches : 1), sizeof(double),
-          cmp_double);
+    qsort(ns, (size_t)(batches > 0 ? batches : 1), sizeof(double), cmp_double);
     *p50 = batches > 0 ? ns[batches / 2] : 0;
     *p99 = batches > 0 ? ns[(int)((batches - 1) * 0.99)] : 0;
     free(ns);

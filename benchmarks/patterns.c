@@ -22,8 +22,7 @@ static double *samples(int n)
 }
 
 /* One ping-pong iteration of runs of n messages; seq counts both ways. */
-static void pingpong(const bench_method *m, void *st, size_t n,
-                     uint64_t *seq)
+static void pingpong(const bench_method *m, void *st, size_t n, uint64_t *seq)
 {
     m->recv_post(st, n);
     if (bench_rank == 0) {
@@ -166,9 +165,8 @@ bench_result bench_median_of(bench_result *rounds, int n)
 
 /* Measures every method at one key, rounds times interleaved. */
 static void sweep_one(const bench_opts *o, size_t size, bench_result *res,
-                      bench_result (*measure)(const bench_method *m,
-                                              void *st, size_t size,
-                                              const void *arg),
+                      bench_result (*measure)(const bench_method *m, void *st,
+                                              size_t size, const void *arg),
                       const void *arg)
 {
     bench_result rounds[BENCH_MAX_METHODS][16];
@@ -184,8 +182,8 @@ static void sweep_one(const bench_opts *o, size_t size, bench_result *res,
         }
     }
     for (int i = 0; i < o->nmethods; i++) {
-        res[i] = rounds[i][0].valid ? bench_median_of(rounds[i], nr)
-                                    : rounds[i][0];
+        res[i] =
+            rounds[i][0].valid ? bench_median_of(rounds[i], nr) : rounds[i][0];
     }
 }
 
@@ -203,17 +201,16 @@ static bench_result measure_latency(const bench_method *m, void *st,
                          bench_skip(o, size, 1000, 10), o->full);
 }
 
-static bench_result measure_stream(const bench_method *m, void *st,
-                                   size_t size, const void *arg)
+static bench_result measure_stream(const bench_method *m, void *st, size_t size,
+                                   const void *arg)
 {
     const stream_arg *a = arg;
     const bench_opts *o = a->o;
     /* mr: a run is the window (a rail of w transfers); bw: runs of one. */
     size_t n = a->rate ? (size_t)o->window : 1;
-    bench_result r = bench_stream(m, st, size, n, o->window,
-                                  bench_iters(o, size, 100, 20),
-                                  bench_skip(o, size, 10, 2), a->both,
-                                  o->full);
+    bench_result r =
+        bench_stream(m, st, size, n, o->window, bench_iters(o, size, 100, 20),
+                     bench_skip(o, size, 10, 2), a->both, o->full);
     if (!a->rate) {
         /* Messages per second into MB/s (OSU's MB: 10^6 bytes). */
         double k = (double)size / 1e6;
@@ -251,9 +248,9 @@ int bench_main_stream(int argc, char **argv, bool both, bool rate)
     bench_init(&argc, &argv, &o, 1, rate ? (size_t)1 << 20 : (size_t)4 << 20,
                false);
     stream_arg a = {.o = &o, .both = both, .rate = rate};
-    const char *title = rate ? "Multiple Bandwidth / Message Rate"
-                             : both ? "Bi-Directional Bandwidth"
-                                    : "Bandwidth";
+    const char *title = rate   ? "Multiple Bandwidth / Message Rate"
+                        : both ? "Bi-Directional Bandwidth"
+                               : "Bandwidth";
     bench_unit unit = rate ? BENCH_RATE : BENCH_BANDWIDTH;
     bench_print_header(&o, title, unit, "# Size");
     for (size_t size = o.min_size; size <= o.max_size; size *= 2) {

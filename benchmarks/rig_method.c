@@ -12,8 +12,8 @@ typedef struct {
     rig_rail *rail;
     rig_end *end;
     size_t out, in, n;
-    uint8_t *obase, *ibase;  /* copy 0 of the outbound and inbound areas */
-    size_t ocopy, icopy;     /* bytes of one copy */
+    uint8_t *obase, *ibase; /* copy 0 of the outbound and inbound areas */
+    size_t ocopy, icopy;    /* bytes of one copy */
     uint64_t readied, got;
 } rig_link;
 
@@ -101,8 +101,7 @@ static void rig_close(void *state)
     free(l);
 }
 
-static bool rig_setup(void *state, size_t out, size_t in, size_t n,
-                      char **err)
+static bool rig_setup(void *state, size_t out, size_t in, size_t n, char **err)
 {
     (void)err;
     rig_link *l = state;

@@ -36,8 +36,7 @@ static void *swap_blob(const void *mine, size_t len, size_t *peer_len)
         bench_die("nomem: %llu bytes from the peer", (unsigned long long)pl);
     }
     MPI_Sendrecv(mine, (int)len, MPI_BYTE, bench_peer(), 2, out, (int)pl,
-                 MPI_BYTE, bench_peer(), 2, MPI_COMM_WORLD,
-                 MPI_STATUS_IGNORE);
+                 MPI_BYTE, bench_peer(), 2, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
     *peer_len = pl;
     return out;
 }
@@ -135,8 +134,8 @@ typedef struct {
 static void region_make(region *r, size_t len)
 {
     ucp_mem_map_params_t mp = {
-        .field_mask = UCP_MEM_MAP_PARAM_FIELD_LENGTH |
-                      UCP_MEM_MAP_PARAM_FIELD_FLAGS,
+        .field_mask =
+            UCP_MEM_MAP_PARAM_FIELD_LENGTH | UCP_MEM_MAP_PARAM_FIELD_FLAGS,
         .length = len,
         .flags = UCP_MEM_MAP_ALLOCATE,
     };
@@ -169,9 +168,8 @@ static void region_make(region *r, size_t len)
               "ucp_ep_rkey_unpack");
     free(peer);
     void *ptr = NULL;
-    r->peer_ptr = ucp_rkey_ptr(r->rkey, r->peer_addr, &ptr) == UCS_OK
-                      ? ptr
-                      : NULL;
+    r->peer_ptr =
+        ucp_rkey_ptr(r->rkey, r->peer_addr, &ptr) == UCS_OK ? ptr : NULL;
 }
 
 static void region_free(region *r)
@@ -188,8 +186,8 @@ static void region_free(region *r)
 typedef struct {
     size_t out, in;
     size_t oslots, islots;
-    region win;   /* inbound slots, then the counter's line */
-    region src;   /* outbound slots, then the counter's source */
+    region win; /* inbound slots, then the counter's line */
+    region src; /* outbound slots, then the counter's source */
     size_t flag_at, peer_flag_at;
     unsigned pending; /* requests not completed */
     uint64_t got;
@@ -226,8 +224,7 @@ static void ucx_close(void *state)
     shared_close();
 }
 
-static bool ucx_setup(void *state, size_t out, size_t in, size_t n,
-                      char **err)
+static bool ucx_setup(void *state, size_t out, size_t in, size_t n, char **err)
 {
     (void)err;
     ucx_link *u = state;
@@ -281,8 +278,7 @@ static void ucx_put(ucx_link *u, const void *buf, size_t len, uint64_t at)
 {
     ucp_request_param_t rp = {
         .op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK |
-                        UCP_OP_ATTR_FIELD_USER_DATA |
-                        UCP_OP_ATTR_FIELD_MEMH,
+                        UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_MEMH,
         .cb.send = put_done,
         .user_data = u,
         .memh = u->src.memh,
@@ -469,8 +465,8 @@ static void floor_send_wait(void *state)
 
 static uint64_t floor_flag(const floor_link *f)
 {
-    return atomic_load_explicit(
-        (_Atomic uint64_t *)(f->line.base + FLOOR_MAX), memory_order_acquire);
+    return atomic_load_explicit((_Atomic uint64_t *)(f->line.base + FLOOR_MAX),
+                                memory_order_acquire);
 }
 
 static void floor_recv_wait(void *state, uint64_t seq)

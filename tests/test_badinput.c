@@ -17,7 +17,7 @@
 #include <stdint.h>
 #include <unistd.h>
 
-#if defined(RIG_HAVE_JANSSON) && defined(RIG_HAVE_XXHASH) &&                  \
+#if defined(RIG_HAVE_JANSSON) && defined(RIG_HAVE_XXHASH) &&                   \
     defined(RIG_HAVE_HWLOC)
 #define T_MESH 1
 #include "mesh/backend.h"
@@ -274,9 +274,8 @@ static bool c_rail_local_taken(char **e)
 }
 
 static bool never_rail(const rig_host *h, const rig_host *peer,
-                       const rig_transfer *s, size_t ns,
-                       const rig_transfer *r, size_t nr, rig_rail **out,
-                       char **err)
+                       const rig_transfer *s, size_t ns, const rig_transfer *r,
+                       size_t nr, rig_rail **out, char **err)
 {
     (void)h;
     (void)peer;
@@ -349,16 +348,15 @@ static bool c_loop_lists(char **e)
 static const bad_case abi_bad[] = {
     {"check_transfers both empty", c_check_empty, "invalid: ", "send"},
     {"check_transfers NULL send", c_check_send_null, "invalid: ", "send"},
-    {"check_transfers NULL receive", c_check_receive_null, "invalid: ",
-     "receive"},
-    {"check_transfers receive length 0", c_check_receive_len0, "invalid: ",
-     "receive[0]"},
-    {"check_transfers send src < 0", c_check_send_src, "invalid: ",
-     "send[1]"},
-    {"check_transfers send past 2^60", c_check_send_over, "invalid: ",
-     "send[0]"},
-    {"check_transfers receive[1]", c_check_receive_1, "invalid: ",
-     "receive[1]"},
+    {"check_transfers NULL receive", c_check_receive_null,
+     "invalid: ", "receive"},
+    {"check_transfers receive length 0", c_check_receive_len0,
+     "invalid: ", "receive[0]"},
+    {"check_transfers send src < 0", c_check_send_src, "invalid: ", "send[1]"},
+    {"check_transfers send past 2^60", c_check_send_over,
+     "invalid: ", "send[0]"},
+    {"check_transfers receive[1]", c_check_receive_1,
+     "invalid: ", "receive[1]"},
     {"end_layout_make NULL out", c_layout_out, "invalid: ", "out"},
     {"end_layout_make page 3", c_layout_page3, "invalid: ", "page"},
     {"end_layout_make page 256", c_layout_page_small, "invalid: ", "page"},
@@ -368,8 +366,7 @@ static const bad_case abi_bad[] = {
     {"end_make NULL wake", c_end_wake, "invalid: ", "wake"},
     {"end_make small counts", c_end_counts_small, "invalid: ", "counts"},
     {"end_make NULL counts", c_end_counts_null, "invalid: ", "counts"},
-    {"end_make misaligned counts", c_end_counts_align, "invalid: ",
-     "counts"},
+    {"end_make misaligned counts", c_end_counts_align, "invalid: ", "counts"},
     {"end_make NULL outbound", c_end_outbound, "invalid: ", "outbound"},
     {"end_make NULL inbound", c_end_inbound, "invalid: ", "inbound"},
     {"end_make live counts", c_end_counts_live, "invalid: ", "counts"},
@@ -440,9 +437,8 @@ static bool n_end_null(void)
            rig_end_ready_fn(NULL) == NULL && !rig_end_wait_arrived(NULL, 1) &&
            !rig_end_wait_sent(NULL, 1) &&
            !rig_end_wait_arrived_for(NULL, 1, 0, &to) && !to &&
-           !rig_end_wait_sent_for(NULL, 1, 10, NULL) &&
-           !rig_end_failed(NULL) && rig_end_provider(NULL) == NULL &&
-           rig_end_retain(NULL) == NULL;
+           !rig_end_wait_sent_for(NULL, 1, 10, NULL) && !rig_end_failed(NULL) &&
+           rig_end_provider(NULL) == NULL && rig_end_retain(NULL) == NULL;
 }
 /* Out-of-range counts on a live end are ignored: ready does not move. */
 static bool n_end_ready_range(void)
@@ -620,9 +616,8 @@ static bool payload_make(mesh_payload *p, bool with_manifest)
     if (!mesh_payload_init(p, "p", NULL)) {
         return false;
     }
-    if (with_manifest &&
-        !mesh_payload_add(p, "manifest.json", manifest_ok,
-                          sizeof(manifest_ok) - 1, NULL)) {
+    if (with_manifest && !mesh_payload_add(p, "manifest.json", manifest_ok,
+                                           sizeof(manifest_ok) - 1, NULL)) {
         mesh_payload_free(p);
         return false;
     }
@@ -720,8 +715,7 @@ static bool c_mparse_empty(char **e)
 static bool c_mparse_big(char **e)
 {
     mesh_manifest m;
-    return mesh_manifest_parse(manifest_ok, MESH_MANIFEST_MAX_BYTES + 1, &m,
-                               e);
+    return mesh_manifest_parse(manifest_ok, MESH_MANIFEST_MAX_BYTES + 1, &m, e);
 }
 static bool c_mcopy_dst(char **e)
 {
@@ -1077,16 +1071,15 @@ static const bad_case mesh_bad[] = {
     {"kernel_global_u32 NULL kernel", c_k_global_null, "invalid: ", "kernel"},
     {"kernel_global_u32 NULL name", c_k_global_name, "invalid: ", "name"},
     {"kernel_global_u32 NULL out", c_k_global_out, "invalid: ", "out"},
-    {"kernel_global_u32 no op", c_k_global_missing, "missing: ",
-     "MESH_RT_ABI"},
+    {"kernel_global_u32 no op", c_k_global_missing, "missing: ", "MESH_RT_ABI"},
     {"pick_exec NULL manifest", c_pick_m, "invalid: ", "manifest"},
     {"pick_exec NULL exec", c_pick_exec, "invalid: ", "exec"},
     {"pick_exec NULL have", c_pick_have, "invalid: ", "have"},
     {"pick_exec no match", c_pick_none, "unsupported: ", "cuda"},
     {"check_manifest NULL src", c_check_src, "invalid: ", "src"},
     {"check_manifest NULL out", c_check_out, "invalid: ", "out"},
-    {"check_manifest no manifest", c_check_nomanifest, "manifest: ",
-     "manifest.json"},
+    {"check_manifest no manifest", c_check_nomanifest,
+     "manifest: ", "manifest.json"},
     {"check_manifest kind 77", c_check_kind, "unsupported: ", "77"},
     {"prepare_any NULL src", c_prep_src, "invalid: ", "src"},
     {"prepare_any NULL out", c_prep_out, "invalid: ", "out"},
@@ -1118,10 +1111,10 @@ static const bad_case mesh_bad[] = {
     {"payload_copy NULL src", c_pcopy_src, "invalid: ", "src"},
     {"backend_open NULL out", c_open_out, "invalid: ", "out"},
     {"backend_open kind 99", c_open_kind, "unsupported: ", "kind"},
-    {"backend_open RIG_MESH_HALT_MS", c_open_env_halt, "invalid: ",
-     "RIG_MESH_HALT_MS"},
-    {"backend_open RIG_MESH_GRACE_MS", c_open_env_grace, "invalid: ",
-     "RIG_MESH_GRACE_MS"},
+    {"backend_open RIG_MESH_HALT_MS", c_open_env_halt,
+     "invalid: ", "RIG_MESH_HALT_MS"},
+    {"backend_open RIG_MESH_GRACE_MS", c_open_env_grace,
+     "invalid: ", "RIG_MESH_GRACE_MS"},
     {"backend_open RIG_MESH_ONLINE_TIMEOUT_MS", c_open_env_online,
      "invalid: ", "RIG_MESH_ONLINE_TIMEOUT_MS"},
     {"driver_open NULL backend", c_dopen_b, "invalid: ", "backend"},
@@ -1144,19 +1137,19 @@ static const bad_case mesh_bad[] = {
     {"driver_stop slot 99", c_dstop_slot, "invalid: ", "slot"},
     {"driver_stop empty slot", c_dstop_empty, "invalid: ", "slot"},
     {"worker_attach NULL out", c_wattach_out, "invalid: ", "out"},
-    {"worker_attach no MESH_MAILBOX_FD", c_wattach_unset, "invalid: ",
-     "MESH_MAILBOX_FD"},
-    {"worker_attach MESH_SLOT=seven", c_wattach_slot_word, "invalid: ",
-     "MESH_SLOT"},
+    {"worker_attach no MESH_MAILBOX_FD", c_wattach_unset,
+     "invalid: ", "MESH_MAILBOX_FD"},
+    {"worker_attach MESH_SLOT=seven", c_wattach_slot_word,
+     "invalid: ", "MESH_SLOT"},
     {"worker_attach slot 32", c_wattach_slot_range, "invalid: ", "slot"},
-    {"worker_attach empty mailbox", c_wattach_short, "invalid: ",
-     "MESH_MAILBOX_FD"},
+    {"worker_attach empty mailbox", c_wattach_short,
+     "invalid: ", "MESH_MAILBOX_FD"},
 #ifdef RIG_HAVE_CUDA
     {"cuda_describe NULL out", c_cuda_describe, "invalid: ", "out"},
     {"cuda_compiler_open NULL out", c_cuda_comp_out, "invalid: ", "out"},
     {"cuda_compiler_open NULL arch", c_cuda_comp_arch, "invalid: ", "arch"},
-    {"cuda_compiler_open arch gfx90a", c_cuda_comp_arch_bad, "invalid: ",
-     "arch"},
+    {"cuda_compiler_open arch gfx90a", c_cuda_comp_arch_bad,
+     "invalid: ", "arch"},
 #endif
 };
 
@@ -1323,8 +1316,8 @@ int main(void)
     if (CU_initialize_registry() != CUE_SUCCESS) {
         return 1;
     }
-    CU_pSuite abi = CU_add_suite("rig/remote_abi.h, rig/settings.h", NULL,
-                                 NULL);
+    CU_pSuite abi =
+        CU_add_suite("rig/remote_abi.h, rig/settings.h", NULL, NULL);
     CU_add_test(abi, "bad arguments", test_abi_bad);
     CU_add_test(abi, "neutral values", test_abi_neutral);
 #ifdef T_MESH

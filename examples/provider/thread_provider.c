@@ -23,8 +23,8 @@ typedef struct tp_pair tp_pair;
 
 typedef struct {
     tp_pair *pair;
-    int side;            /* 0: end a, 1: end b */
-    rig_transfer *t;     /* what this side sends */
+    int side;        /* 0: end a, 1: end b */
+    rig_transfer *t; /* what this side sends */
     size_t n;
     uint64_t carried;    /* the carrier thread's alone */
     atomic_bool pending; /* wake -> carrier: ready moved */

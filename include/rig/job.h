@@ -33,7 +33,7 @@
  * peer dies, a put fails, or rig_job_fail is called.
  *
  * Settings: rig_job_options, each overridable by a RIG_* environment
- * variable, which wins (rig_transport_info prints them all):
+ * variable, which wins (rig_settings() lists them, rig_info prints them):
  *   RIG_TRANSPORT   "ucx" | "mpi": MPI one-sided calls alone, one window
  *                   per rail (MPI_Win_allocate[_shared] on the pair's
  *                   communicator); rig_end_ready then calls MPI on the
@@ -46,6 +46,9 @@
  *   RIG_CUDA        "auto" (cuMemHostRegister when a GPU is present) | "off"
  *   RIG_SHM_STORES  "auto" (plain stores to mapped same-node peers) | "off"
  *                   (always UCX puts; for testing the network path)
+ *   RIG_KEEPALIVE_MS 500: how often peers on other nodes are checked for
+ *                   failure (UCX keepalive, TCP keepalive); same-node
+ *                   peers are watched through their process (a pidfd)
  *
  * Threads and MPI: rig_job_open and rig_job_close are collective and call
  * MPI; rig_job_rail calls MPI point-to-point on the job's own communicator,

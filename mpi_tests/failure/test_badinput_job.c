@@ -145,9 +145,9 @@ static bool o_env_cuda(rig_job *j, char **e)
 static bool o_env_shm(rig_job *j, char **e)
 {
     (void)j;
-    return open_with(NULL, "RIG_SHM_STORES", "", e) ? open_with(
-               NULL, "RIG_SHM_STORES", "never", e)
-                                                   : true;
+    return open_with(NULL, "RIG_SHM_STORES", "", e)
+               ? open_with(NULL, "RIG_SHM_STORES", "never", e)
+               : true;
 }
 static bool o_env_keepalive(rig_job *j, char **e)
 {
@@ -159,13 +159,12 @@ static const bad_case open_collective[] = {
     {"open options numa 7", o_numa, "invalid: ", "numa"},
     {"open options shm_stores -1", o_shm, "invalid: ", "shm_stores"},
     {"open options transport", o_transport, "invalid: ", "transport"},
-    {"open RIG_TRANSPORT=smoke", o_env_transport, "invalid: ",
-     "RIG_TRANSPORT"},
+    {"open RIG_TRANSPORT=smoke", o_env_transport, "invalid: ", "RIG_TRANSPORT"},
     {"open RIG_NUMA=maybe", o_env_numa, "invalid: ", "RIG_NUMA"},
     {"open RIG_CUDA=2", o_env_cuda, "invalid: ", "RIG_CUDA"},
     {"open RIG_SHM_STORES=never", o_env_shm, "invalid: ", "RIG_SHM_STORES"},
-    {"open RIG_KEEPALIVE_MS=0", o_env_keepalive, "invalid: ",
-     "RIG_KEEPALIVE_MS"},
+    {"open RIG_KEEPALIVE_MS=0", o_env_keepalive,
+     "invalid: ", "RIG_KEEPALIVE_MS"},
 };
 
 /* ---- rig_job_rail and the accessors: local ------------------------------- */
@@ -293,7 +292,8 @@ static const bad_case rail_local[] = {
     {"transport_info NULL out", i_out, "invalid: ", "out"},
 };
 
-/* ---- rig_job_rail: collective bad lists ----------------------------------- */
+/* ---- rig_job_rail: collective bad lists -----------------------------------
+ */
 
 typedef struct {
     const char *name;
@@ -310,8 +310,7 @@ static const list_case lists[] = {
     {"both empty", NULL, NULL, NULL, NULL, 0, 0, 0, 0, "send", "send"},
     {"send and receive differ", t8, NULL, NULL, t16, 1, 0, 0, 1, "receive",
      "receive"},
-    {"counts differ", t8, NULL, NULL, NULL, 1, 0, 0, 0, "receive",
-     "receive"},
+    {"counts differ", t8, NULL, NULL, NULL, 1, 0, 0, 0, "receive", "receive"},
 };
 
 static void run_lists(rig_job *job)
@@ -321,10 +320,10 @@ static void run_lists(rig_job *job)
         const list_case *c = &lists[i];
         rig_rail *r = NULL;
         char *err = NULL;
-        bool ok = me == 0 ? rig_job_rail(job, 1, c->s0, c->ns0, c->r0, c->nr0,
-                                         &r, &err)
-                          : rig_job_rail(job, 0, c->s1, c->ns1, c->r1, c->nr1,
-                                         &r, &err);
+        bool ok =
+            me == 0
+                ? rig_job_rail(job, 1, c->s0, c->ns0, c->r0, c->nr0, &r, &err)
+                : rig_job_rail(job, 0, c->s1, c->ns1, c->r1, c->nr1, &r, &err);
         if (ok) {
             rig_rail_release(r);
         }
@@ -395,15 +394,15 @@ int main(int argc, char **argv)
     rig_job_fail(job, NULL);
     T_ASSERT(rig_job_failed(job));
     rig_rail *r = NULL;
-    T_ERR(rig_job_rail(job, 1 - t_rank, t8, 1, t8, 1, &r, &t_err), "failed: ",
-          "bad input test", NULL);
+    T_ERR(rig_job_rail(job, 1 - t_rank, t8, 1, t8, 1, &r, &t_err),
+          "failed: ", "bad input test", NULL);
     MPI_Barrier(MPI_COMM_WORLD);
     rig_job_close(job);
     if (t_rank == 0) {
         printf("bad input cases: %zu open, %zu rail and accessors, %zu "
                "lists\n",
-               NCASES(open_local) + NCASES(open_collective),
-               NCASES(rail_local), NCASES(lists));
+               NCASES(open_local) + NCASES(open_collective), NCASES(rail_local),
+               NCASES(lists));
     }
     MPI_Finalize();
     return 0;

@@ -189,8 +189,8 @@ static int test_kill(void)
     check_all_failed();
     check_later_call(other, "rank 2");
     double ms = (double)(t_seen - t_kill) / 1e6;
-    printf("rank %d: detection of killed rank 2: %.3f ms (bound 2000 ms)\n",
-           me, ms);
+    printf("rank %d: detection of killed rank 2: %.3f ms (bound 2000 ms)\n", me,
+           ms);
     T_ASSERT(ms < 2000.0);
     release_rails();
     uint64_t t0 = now_ns();

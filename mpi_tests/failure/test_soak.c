@@ -34,8 +34,8 @@ static uint64_t fnv(const uint8_t *p, size_t n)
 }
 
 /* Fills [p, p + len): header, pattern, checksum in the last 8 bytes. */
-static void fill(uint8_t *p, uint32_t len, uint64_t seq, int from,
-                 int64_t rail, unsigned copy)
+static void fill(uint8_t *p, uint32_t len, uint64_t seq, int from, int64_t rail,
+                 unsigned copy)
 {
     head h = {seq, (uint32_t)from, copy, rail, len, 0};
     memcpy(p, &h, sizeof(h));

@@ -14,6 +14,8 @@ static const rig_setting settings[] = {
      "register end memory with cuMemHostRegister: auto|off|on"},
     {"RIG_SHM_STORES", "auto",
      "plain stores to same-node peers (off: UCX puts): auto|off|on"},
+    {"RIG_KEEPALIVE_MS", "500",
+     "peer-failure keepalive of ranks on other nodes (ms)"},
     /* executors (mesh/executors.h) */
     {"RIG_MESH_ONLINE_TIMEOUT_MS", "2000",
      "a launch's nodes must be online within it"},

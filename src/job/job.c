@@ -264,8 +264,8 @@ static bool watch_peers(rig_job *job, char **err)
         rig_err(err, "nomem: node ids of %d ranks", job->size);
         goto out;
     }
-    int rc = MPI_Allgather(&me, (int)sizeof(me), MPI_BYTE, all,
-                           (int)sizeof(me), MPI_BYTE, job->comm);
+    int rc = MPI_Allgather(&me, (int)sizeof(me), MPI_BYTE, all, (int)sizeof(me),
+                           MPI_BYTE, job->comm);
     if (rc != MPI_SUCCESS) {
         mpi_fail(err, rc, "MPI_Allgather");
         goto out;
@@ -806,8 +806,8 @@ bool rig_job_rail(rig_job *job, int peer, const rig_transfer *send,
                        send == NULL && nsend > 0 ? nsend : nreceive);
     }
     /* A failed job makes no rail, and the peer may be gone: no contact. */
-    const char *failed_now = job->mpi != NULL ? rig_mpi_failed(job->mpi)
-                                              : rig_ucx_failed(job->ucx);
+    const char *failed_now =
+        job->mpi != NULL ? rig_mpi_failed(job->mpi) : rig_ucx_failed(job->ucx);
     if (failed_now != NULL) {
         return rig_err(err, "%s", failed_now);
     }
@@ -1096,8 +1096,14 @@ bool rig_transport_info(FILE *out, char **err)
         return rig_err(err, "invalid: out is NULL");
     }
     fprintf(out, "transport (rails between MPI ranks):\n");
+    /* The RIG_* values themselves are in rig_settings() (rig_info prints
+     * them all); here only whether they resolve. */
     rig_rail_settings sel;
-    if (rig_rail_settings_resolve(NULL, &sel, NULL) && sel.mpi) {
+    char *why = NULL;
+    if (!rig_rail_settings_resolve(NULL, &sel, &why)) {
+        fprintf(out, "  settings error:  %s\n", why != NULL ? why : "nomem");
+        free(why);
+    } else if (sel.mpi) {
         fprintf(out, "  selected:        mpi (MPI RMA; RIG_TRANSPORT)\n");
         rig_mpi_info(out);
         fprintf(out, "  (ucx, not selected:)\n");
@@ -1106,27 +1112,6 @@ bool rig_transport_info(FILE *out, char **err)
     }
     if (!rig_ucx_info(out, err)) {
         return false;
-    }
-    static const struct {
-        const char *name, *dflt, *what;
-    } vars[] = {
-        {"RIG_TRANSPORT", "ucx", "rail transport: ucx or mpi (MPI RMA)"},
-        {"RIG_NUMA", "auto", "bind end memory to the rank's NUMA node"},
-        {"RIG_CUDA", "auto", "register end memory with cuMemHostRegister"},
-        {"RIG_SHM_STORES", "auto",
-         "plain stores to same-node peers (off: UCX puts)"},
-    };
-    fprintf(out, "  settings:\n");
-    for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++) {
-        const char *v = getenv(vars[i].name);
-        fprintf(out, "    %-15s = %-6s (default %s) %s\n", vars[i].name,
-                v != NULL ? v : vars[i].dflt, vars[i].dflt, vars[i].what);
-    }
-    rig_rail_settings set;
-    char *why = NULL;
-    if (!rig_rail_settings_resolve(NULL, &set, &why)) {
-        fprintf(out, "  settings error: %s\n", why != NULL ? why : "nomem");
-        free(why);
     }
     return true;
 }

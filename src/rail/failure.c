@@ -122,10 +122,9 @@ static ucs_status_t fail_am(void *arg, const void *header, size_t header_len,
 bool rig_fail_init(rig_ucx *u, char **err)
 {
     ucp_am_handler_param_t p = {
-        .field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID |
-                      UCP_AM_HANDLER_PARAM_FIELD_FLAGS |
-                      UCP_AM_HANDLER_PARAM_FIELD_CB |
-                      UCP_AM_HANDLER_PARAM_FIELD_ARG,
+        .field_mask =
+            UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_FLAGS |
+            UCP_AM_HANDLER_PARAM_FIELD_CB | UCP_AM_HANDLER_PARAM_FIELD_ARG,
         .id = RIG_AM_FAIL,
         .flags = UCP_AM_FLAG_WHOLE_MSG,
         .cb = fail_am,
@@ -164,8 +163,8 @@ void rig_fail_broadcast(rig_ucx *u, const char *why)
             .op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS,
             .flags = UCP_AM_SEND_FLAG_EAGER,
         };
-        ucs_status_ptr_t s = ucp_am_send_nbx(ep, RIG_AM_FAIL, NULL, 0, msg,
-                                             len, &p);
+        ucs_status_ptr_t s =
+            ucp_am_send_nbx(ep, RIG_AM_FAIL, NULL, 0, msg, len, &p);
         if (UCS_PTR_IS_PTR(s)) {
             req[r] = s;
         }
@@ -214,9 +213,8 @@ static void peer_died(rig_ucx *u, int r)
     int none = -1;
     atomic_compare_exchange_strong(&u->gone, &none, r);
     char why[160];
-    snprintf(why, sizeof(why),
-             "failed: rank %d died (pid %d, seen by rank %d)", r,
-             (int)u->pid[r], u->rank);
+    snprintf(why, sizeof(why), "failed: rank %d died (pid %d, seen by rank %d)",
+             r, (int)u->pid[r], u->rank);
     rig_ucx_fail(u, why);
 }
 

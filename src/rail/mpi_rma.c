@@ -87,9 +87,9 @@
 #define TAG_RAIL 0x7271 /* the lists and status of one side */
 #define TAG_ACK 0x7272  /* the window's addresses and outcome */
 #define TAG_CLOSE 0x7273
-#define TAG_FAIL 0x7274 /* a failure's reason, to every rank */
-#define TAG_LEFT 0x7275 /* this rank finalized MPI with the job open */
-#define KEY_LEN 96      /* of rig_node_key */
+#define TAG_FAIL 0x7274        /* a failure's reason, to every rank */
+#define TAG_LEFT 0x7275        /* this rank finalized MPI with the job open */
+#define KEY_LEN 96             /* of rig_node_key */
 #define WIRE_MAGIC 0x72696d31u /* "rim1" */
 #define PUT_MAX ((size_t)1 << 30)
 
@@ -108,11 +108,11 @@ struct rig_mend {
     size_t out_copy, in_copy;
     rig_transfer *send;
     size_t nsend;
-    MPI_Win win;  /* the rail's window; MPI_WIN_NULL once freed */
-    int target;   /* the peer's rank in the window */
+    MPI_Win win; /* the rail's window; MPI_WIN_NULL once freed */
+    int target;  /* the peer's rank in the window */
     MPI_Aint peer_counts, peer_in; /* displacements in the rail's window */
-    uint8_t *peer_counts_map; /* the peer's counts, mapped (same node) */
-    bool live;    /* carrying allowed (MPI lock) */
+    uint8_t *peer_counts_map;      /* the peer's counts, mapped (same node) */
+    bool live;                     /* carrying allowed (MPI lock) */
     rig_mpi *m;
 
     /* Cold (MPI lock). */
@@ -136,8 +136,8 @@ struct rig_mpi {
     int rank, size;
     MPI_Win jobwin;
     uint64_t attach_limit, attached;
-    MPI_Comm *pair; /* per peer; MPI_COMM_NULL until the first rail */
-    bool *shared;   /* per peer: on this node (MPI_COMM_TYPE_SHARED) */
+    MPI_Comm *pair;       /* per peer; MPI_COMM_NULL until the first rail */
+    bool *shared;         /* per peer: on this node (MPI_COMM_TYPE_SHARED) */
     pthread_mutex_t lock; /* MPI calls of wakes and failures; the list */
     rig_mend *ends;
     long refs; /* 1 for the job + 1 per end not freed; lock */
@@ -149,8 +149,8 @@ struct rig_mpi {
     pthread_t watcher;
     pthread_cond_t wake_watcher;
     bool watching, wstop;
-    int *pidfd;  /* per peer: its process, when on this node; -1: none */
-    bool *gone;  /* per rank: left the job (died, finalized); lock */
+    int *pidfd;      /* per peer: its process, when on this node; -1: none */
+    bool *gone;      /* per rank: left the job (died, finalized); lock */
     atomic_int left; /* a rank that left, or -1 */
     int self_key;    /* MPI_COMM_SELF attribute: finalize without close */
 };
@@ -224,10 +224,9 @@ static bool carry_locked(rig_mend *e, uint64_t ready, char **why)
     for (uint64_t c = e->carried; c < ready && rc == MPI_SUCCESS; c++) {
         const rig_transfer *t = &e->send[j];
         size_t k = (size_t)(run & 1);
-        rc = put_bytes(e, e->out + k * e->out_copy + (size_t)t->src,
-                       (size_t)t->length,
-                       e->peer_in + (MPI_Aint)(k * e->in_copy) +
-                           (MPI_Aint)t->dst);
+        rc = put_bytes(
+            e, e->out + k * e->out_copy + (size_t)t->src, (size_t)t->length,
+            e->peer_in + (MPI_Aint)(k * e->in_copy) + (MPI_Aint)t->dst);
         if (++j == n) {
             j = 0;
             run++;
@@ -355,8 +354,8 @@ void rig_mpi_fail(rig_mpi *m, const char *why)
     }
     char *mine = strdup(why != NULL ? why : "failed: (no reason)");
     char *none = NULL;
-    bool first = mine != NULL &&
-                 atomic_compare_exchange_strong(&m->why, &none, mine);
+    bool first =
+        mine != NULL && atomic_compare_exchange_strong(&m->why, &none, mine);
     if (!first) {
         free(mine);
     }
@@ -383,8 +382,7 @@ void rig_mpi_fail(rig_mpi *m, const char *why)
             continue;
         }
         /* Tell the peer: its three counts of this rail. */
-        static const size_t at[] = {RIG_READY_AT, RIG_SENT_AT,
-                                    RIG_ARRIVED_AT};
+        static const size_t at[] = {RIG_READY_AT, RIG_SENT_AT, RIG_ARRIVED_AT};
         for (size_t i = 0; i < 3; i++) {
             MPI_Accumulate(&failed_value, 1, MPI_UINT64_T, e->target,
                            e->peer_counts + (MPI_Aint)at[i], 1, MPI_UINT64_T,
@@ -411,8 +409,7 @@ static void raise_all_locked(rig_mpi *m)
         for (size_t i = 0; i < 3; i++) {
             rig_count_advance(e->counts, at[i], RIG_COUNT_FAILED);
             if (e->peer_counts_map != NULL && e->win != MPI_WIN_NULL) {
-                rig_count_advance(e->peer_counts_map, at[i],
-                                  RIG_COUNT_FAILED);
+                rig_count_advance(e->peer_counts_map, at[i], RIG_COUNT_FAILED);
             }
         }
     }
@@ -458,8 +455,7 @@ static void *watch(void *arg)
         for (rig_mend *e = m->ends; e != NULL && !failed; e = e->next) {
             if (rig_count_load(e->counts, RIG_READY_AT) == RIG_COUNT_FAILED ||
                 rig_count_load(e->counts, RIG_SENT_AT) == RIG_COUNT_FAILED ||
-                rig_count_load(e->counts, RIG_ARRIVED_AT) ==
-                    RIG_COUNT_FAILED) {
+                rig_count_load(e->counts, RIG_ARRIVED_AT) == RIG_COUNT_FAILED) {
                 char *msg = NULL;
                 rig_err(&msg,
                         "failed: rank %d's end of rail %lld to rank %d "
@@ -517,9 +513,8 @@ static bool poll_fail(rig_mpi *m)
 
 /* Sends buf to the other rank of pc and receives its message of the same
  * tag, waiting with backoff (a late peer costs no spinning core). */
-static bool swap(rig_mpi *m, MPI_Comm pc, int other, int tag,
-                 const void *buf, size_t len, void **in, size_t *inlen,
-                 char **err)
+static bool swap(rig_mpi *m, MPI_Comm pc, int other, int tag, const void *buf,
+                 size_t len, void **in, size_t *inlen, char **err)
 {
     MPI_Request req;
     int rc = MPI_Isend(buf, (int)len, MPI_BYTE, other, tag, pc, &req);
@@ -628,8 +623,8 @@ typedef struct {
 } side;
 
 static void *pack(int status, const rig_transfer *send, size_t nsend,
-                  const rig_transfer *receive, size_t nreceive,
-                  const char *msg, size_t *len)
+                  const rig_transfer *receive, size_t nreceive, const char *msg,
+                  size_t *len)
 {
     size_t msg_len = msg != NULL ? strlen(msg) + 1 : 0;
     if (status == ST_LISTS) {
@@ -663,8 +658,8 @@ static bool parse(const void *buf, size_t len, side *s)
     memcpy(&s->h, buf, sizeof(s->h));
     if (s->h.magic != WIRE_MAGIC || s->h.nsend > (1u << 30) ||
         s->h.nreceive > (1u << 30) || s->h.msg_len > (1u << 20) ||
-        sizeof(wire_head) + (s->h.nsend + s->h.nreceive) *
-                                    sizeof(rig_transfer) +
+        sizeof(wire_head) +
+                (s->h.nsend + s->h.nreceive) * sizeof(rig_transfer) +
                 s->h.msg_len !=
             len) {
         return false;
@@ -818,9 +813,9 @@ static bool mend_open(rig_mend *e, MPI_Comm pc, rig_rail **rail, char **err)
     size_t page = (size_t)sysconf(_SC_PAGESIZE);
     void *base = NULL;
     MPI_Aint bytes = (MPI_Aint)(e->layout.total + page);
-    int rc = shared ? MPI_Win_allocate_shared(bytes, 1, info, pc, &base,
-                                              &e->win)
-                    : MPI_Win_allocate(bytes, 1, info, pc, &base, &e->win);
+    int rc = shared
+                 ? MPI_Win_allocate_shared(bytes, 1, info, pc, &base, &e->win)
+                 : MPI_Win_allocate(bytes, 1, info, pc, &base, &e->win);
     MPI_Info_free(&info);
     if (rc != MPI_SUCCESS) {
         e->win = MPI_WIN_NULL;
@@ -1013,8 +1008,8 @@ bool rig_mpi_rail(rig_mpi *m, int peer, int64_t id, const rig_transfer *send,
         }
         if (ok && t.ok != 1) {
             rig_err(&mine,
-                    "failed: rank %d could not open its end of rail %lld",
-                    peer, (long long)id);
+                    "failed: rank %d could not open its end of rail %lld", peer,
+                    (long long)id);
             ok = false;
         }
     }
@@ -1140,8 +1135,7 @@ static int finalize_hook(MPI_Comm comm, int key, void *val, void *extra)
     }
     char why[128];
     snprintf(why, sizeof(why),
-             "failed: rank %d finalized MPI without closing its job",
-             m->rank);
+             "failed: rank %d finalized MPI without closing its job", m->rank);
     for (int r = 0; r < m->size; r++) {
         MPI_Request req;
         if (r != m->rank && MPI_Isend(NULL, 0, MPI_BYTE, r, TAG_LEFT, m->comm,
@@ -1269,8 +1263,7 @@ bool rig_mpi_open(MPI_Comm comm, MPI_Win win, uint64_t attach_limit,
     int rc = pthread_create(&m->watcher, NULL, watch, m);
     if (rc != 0) {
         mpi_free(m);
-        return rig_err(err, "system: pthread_create failed: %s",
-                       strerror(rc));
+        return rig_err(err, "system: pthread_create failed: %s", strerror(rc));
     }
     m->watching = true;
     watch_finalize(m);
@@ -1434,7 +1427,7 @@ void rig_mpi_info(FILE *out)
     }
     fprintf(out, "  MPI threads:     %s\n",
             level == MPI_THREAD_MULTIPLE ? "multiple: ready from any thread"
-            : level < 0 ? "(MPI not initialised)"
+            : level < 0                  ? "(MPI not initialised)"
                         : "below multiple: ready counts as an MPI call "
                           "(serialize it with the application's MPI calls)");
 }

@@ -80,10 +80,9 @@ bool rig_rail_settings_resolve(const rig_job_options *opt,
         rig_env_str("RIG_TRANSPORT", o.transport != NULL ? o.transport : "ucx");
     if (strcmp(t, "ucx") != 0 && strcmp(t, "mpi") != 0) {
         const char *env = getenv("RIG_TRANSPORT");
-        return rig_err(err, "invalid: %s \"%s\" is not \"ucx\" or \"mpi\"",
-                       env != NULL && env[0] != '\0' ? "RIG_TRANSPORT"
-                                                      : "transport",
-                       t);
+        return rig_err(
+            err, "invalid: %s \"%s\" is not \"ucx\" or \"mpi\"",
+            env != NULL && env[0] != '\0' ? "RIG_TRANSPORT" : "transport", t);
     }
     out->mpi = strcmp(t, "mpi") == 0;
     if (!parse_switch("RIG_NUMA", &o.numa, err) ||

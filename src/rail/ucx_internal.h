@@ -126,7 +126,7 @@ struct rig_ucx {
     long refs; /* 1 for the job + 1 per end not yet freed; list_lock */
 
     /* Failure. */
-    _Atomic(char *) pending_why; /* for the progress thread to fail */
+    _Atomic(char *) pending_why;    /* for the progress thread to fail */
     _Atomic(char *) pending_remote; /* told by a peer (not sent on) */
     atomic_bool failed;
     char *fail_why;         /* set once, before failed */
