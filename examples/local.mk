@@ -10,4 +10,4 @@ examples_provider_thread_provider_CFLAGS = $(RIG_CFLAGS)
 examples_provider_thread_provider_LDADD = src/librig.la
 examples_provider_thread_provider_LDFLAGS = $(RIG_LDFLAGS)
 TESTS += examples/provider/thread_provider
-nobase_include_HEADERS += include/rig/provider.h
+riginclude_HEADERS += include/rig/provider.h

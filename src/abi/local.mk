@@ -15,5 +15,6 @@ src_abi_libabi_la_SOURCES = \
 src_abi_libabi_la_CPPFLAGS = $(RIG_ABI_CPPFLAGS)
 src_abi_libabi_la_CFLAGS = $(RIG_CFLAGS)
 src_librig_la_LIBADD += src/abi/libabi.la
-nobase_include_HEADERS += include/rig/api.h include/rig/remote_abi.h \
+riginclude_HEADERS += include/rig/api.h \
+	include/rig/remote_abi.h \
 	include/rig/settings.h

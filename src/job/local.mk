@@ -7,5 +7,5 @@ src_job_libjob_la_CPPFLAGS = $(RIG_ABI_CPPFLAGS) -I$(top_srcdir)/src/abi \
 	-I$(top_srcdir)/src/rail $(MPI_CFLAGS) $(UCX_CFLAGS) $(HWLOC_CFLAGS)
 src_job_libjob_la_CFLAGS = $(RIG_CFLAGS)
 src_librig_la_LIBADD += src/job/libjob.la
-nobase_include_HEADERS += include/rig/job.h
+riginclude_HEADERS += include/rig/job.h
 endif

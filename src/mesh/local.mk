@@ -31,14 +31,13 @@ if RIG_HAVE_JANSSON
 if RIG_HAVE_XXHASH
 if RIG_HAVE_HWLOC
 
-nobase_include_HEADERS += \
-	include/mesh/backend.h \
+meshinclude_HEADERS += include/mesh/backend.h \
 	include/mesh/driver.h \
 	include/mesh/executors.h \
 	include/mesh/loader.h \
 	include/mesh/manifest.h \
-	include/mesh/worker.h \
-	include/mesh/abi/backend.h \
+	include/mesh/worker.h
+meshabiinclude_HEADERS += include/mesh/abi/backend.h \
 	include/mesh/abi/control_block.h
 noinst_HEADERS += src/mesh/mesh_internal.h
 

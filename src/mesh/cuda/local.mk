@@ -2,7 +2,7 @@
 # src/mesh/cuda: the CUDA backend (Driver API and nvJitLink, both dlopen'd),
 # its tests and example programs.  Built wherever CUDA's headers are; the
 # GPU tests skip (exit 77) on machines without a GPU.
-nobase_include_HEADERS += include/mesh/cuda.h
+meshinclude_HEADERS += include/mesh/cuda.h
 noinst_HEADERS += src/mesh/cuda/cuda_internal.h
 
 # The example programs: CUDA C, with their PTX committed so that machines

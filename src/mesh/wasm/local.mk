@@ -29,7 +29,7 @@ EXTRA_DIST += \
 	tests/fuzz/fuzz_wasm.c \
 	tests/fuzz/corpus/wasm
 
-nobase_include_HEADERS += include/mesh/wasm.h
+meshinclude_HEADERS += include/mesh/wasm.h
 
 if RIG_HAVE_WABT
 if RIG_HAVE_JANSSON
