@@ -184,18 +184,13 @@ static bool tp_make(int64_t id, const rig_transfer *send, size_t nsend,
     rig_rail *r[2] = {NULL, NULL};
     for (int s = 0; s < 2; s++) {
         const rig_end_layout *l = &p->layout[s];
-        uint8_t *m = p->mem[s];
         rig_end_desc d = {
-            .outbound = {l->outbound_len ? m + l->outbound_at : NULL,
-                         l->outbound_len},
-            .inbound = {l->inbound_len ? m + l->inbound_at : NULL,
-                        l->inbound_len},
-            .counts = {m + l->counts_at, l->counts_len},
             .wake = tp_wake,
             .ready_fn = NULL, /* rig's table lookup */
             .release = tp_release,
             .self = &p->end[s],
         };
+        rig_end_desc_areas(&d, l, p->mem[s]); /* counts, outbound, inbound */
         rig_end *e = NULL;
         if (!rig_end_make(&d, &e, err)) {
             tp_release(&p->end[s]); /* the hook this end would have run */

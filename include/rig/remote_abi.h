@@ -214,6 +214,13 @@ typedef struct {
     void *self;
 } rig_end_desc;
 
+/* Sets d's outbound, inbound and counts to the areas layout l places in an
+ * allocation of l->total bytes at base (an empty direction gets a NULL
+ * base), leaving d's other fields alone: what every provider that uses
+ * rig_end_layout_make does before rig_end_make.  NULL arguments: nothing. */
+RIG_API void rig_end_desc_areas(rig_end_desc *d, const rig_end_layout *l,
+                                void *base);
+
 /* A provider's new end, holding one reference (passed on to the rail by
  * rig_rail_make, or dropped with rig_end_release).  The end is entered in
  * the table of live ends under its counts address until rig_end_stop.

@@ -7,7 +7,10 @@ FAILURE_TEST_FILES = \
 	mpi_tests/failure/kill_np3.mpi \
 	mpi_tests/failure/finalize_np2.mpi \
 	mpi_tests/failure/soak_np3.mpi \
-	mpi_tests/failure/bad_input_np2.mpi
+	mpi_tests/failure/bad_input_np2.mpi \
+	mpi_tests/failure/fail_mpi_np3.mpi \
+	mpi_tests/failure/kill_recovery_mpi_np3.mpi \
+	mpi_tests/failure/finalize_mpi_np2.mpi
 EXTRA_DIST += $(FAILURE_TEST_FILES) mpi_tests/failure/soak.sh
 
 if RIG_RAILS

@@ -107,12 +107,6 @@ static rig_transfer *dup_list(const rig_transfer *t, size_t n)
     return d;
 }
 
-static rig_area area_of(uint8_t *mem, size_t at, size_t len)
-{
-    rig_area a = {len > 0 ? mem + at : NULL, len};
-    return a;
-}
-
 bool rig_loopback_make(int64_t id, const rig_transfer *send, size_t nsend,
                        const rig_transfer *receive, size_t nreceive,
                        rig_rail **a, rig_rail **b, char **err)
@@ -152,14 +146,12 @@ bool rig_loopback_make(int64_t id, const rig_transfer *send, size_t nsend,
     for (int s = 0; s < 2; s++) {
         const rig_end_layout *l = &p->layout[s];
         rig_end_desc d = {
-            .outbound = area_of(p->mem[s], l->outbound_at, l->outbound_len),
-            .inbound = area_of(p->mem[s], l->inbound_at, l->inbound_len),
-            .counts = area_of(p->mem[s], l->counts_at, l->counts_len),
             .wake = lb_wake,
             .ready_fn = NULL,
             .release = lb_release,
             .self = &p->side[s],
         };
+        rig_end_desc_areas(&d, l, p->mem[s]);
         if (!rig_end_make(&d, &e[s], err)) {
             goto err_unmake;
         }

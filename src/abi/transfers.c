@@ -129,3 +129,19 @@ bool rig_end_layout_make(const rig_transfer *send, size_t nsend,
     *out = l;
     return true;
 }
+
+static rig_area area_at(uint8_t *base, size_t at, size_t len)
+{
+    rig_area a = {len > 0 ? base + at : NULL, len};
+    return a;
+}
+
+void rig_end_desc_areas(rig_end_desc *d, const rig_end_layout *l, void *base)
+{
+    if (d == NULL || l == NULL || base == NULL) {
+        return;
+    }
+    d->outbound = area_at(base, l->outbound_at, l->outbound_len);
+    d->inbound = area_at(base, l->inbound_at, l->inbound_len);
+    d->counts = area_at(base, l->counts_at, l->counts_len);
+}

@@ -308,28 +308,12 @@ static int finalize_hook(MPI_Comm comm, int key, void *val, void *extra)
 
 static void watch_finalize(rig_job *job)
 {
-    job->self_key = MPI_KEYVAL_INVALID;
-    if (MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, finalize_hook,
-                               &job->self_key, NULL) != MPI_SUCCESS) {
-        job->self_key = MPI_KEYVAL_INVALID;
-        return;
-    }
-    if (MPI_Comm_set_attr(MPI_COMM_SELF, job->self_key, job) != MPI_SUCCESS) {
-        MPI_Comm_free_keyval(&job->self_key);
-        job->self_key = MPI_KEYVAL_INVALID;
-    }
+    rig_finalize_watch(finalize_hook, job, &job->self_key);
 }
 
 static void unwatch_finalize(rig_job *job)
 {
-    if (job->self_key != MPI_KEYVAL_INVALID) {
-        int key = job->self_key;
-        /* Deleting runs the hook, which sees the key gone and does not
-         * fail the job. */
-        job->self_key = MPI_KEYVAL_INVALID;
-        MPI_Comm_delete_attr(MPI_COMM_SELF, key);
-        MPI_Comm_free_keyval(&key);
-    }
+    rig_finalize_unwatch(&job->self_key);
 }
 
 static bool agree(rig_job *job, bool ok, char **err)

@@ -467,22 +467,13 @@ bool rig_uend_connect(rig_uend *e, const void *desc, size_t len, rig_rail **out,
     }
     pthread_mutex_unlock(&u->worker_lock);
 
-    uint8_t *base = e->mem.base;
     rig_end_desc d = {
-        .outbound = {base + e->layout.outbound_at, e->layout.outbound_len},
-        .inbound = {base + e->layout.inbound_at, e->layout.inbound_len},
-        .counts = {e->counts, e->layout.counts_len},
         .wake = uend_wake,
         .ready_fn = NULL,
         .release = uend_release,
         .self = e,
     };
-    if (d.outbound.len == 0) {
-        d.outbound.base = NULL;
-    }
-    if (d.inbound.len == 0) {
-        d.inbound.base = NULL;
-    }
+    rig_end_desc_areas(&d, &e->layout, e->mem.base);
     rig_end *end;
     if (!rig_end_make(&d, &end, err)) {
         goto err_rkey;

@@ -11,6 +11,7 @@ src_rail_librail_la_SOURCES = \
 	src/rail/end.c \
 	src/rail/failure.c \
 	src/rail/memory.c \
+	src/rail/finalize.c \
 	src/rail/cuda.c \
 	src/rail/mpi_rma.h \
 	src/rail/mpi_rma.c

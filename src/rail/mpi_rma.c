@@ -854,22 +854,13 @@ static bool mend_open(rig_mend *e, MPI_Comm pc, rig_rail **rail, char **err)
     }
     pthread_mutex_unlock(&m->lock);
 
-    uint8_t *b = e->base;
     rig_end_desc d = {
-        .outbound = {b + e->layout.outbound_at, e->layout.outbound_len},
-        .inbound = {b + e->layout.inbound_at, e->layout.inbound_len},
-        .counts = {e->counts, e->layout.counts_len},
         .wake = mend_wake,
         .ready_fn = NULL,
         .release = mend_release,
         .self = e,
     };
-    if (d.outbound.len == 0) {
-        d.outbound.base = NULL;
-    }
-    if (d.inbound.len == 0) {
-        d.inbound.base = NULL;
-    }
+    rig_end_desc_areas(&d, &e->layout, e->base);
     rig_end *end;
     if (!rig_end_make(&d, &end, err)) {
         return false;
@@ -1152,26 +1143,12 @@ static int finalize_hook(MPI_Comm comm, int key, void *val, void *extra)
 
 static void watch_finalize(rig_mpi *m)
 {
-    m->self_key = MPI_KEYVAL_INVALID;
-    if (MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, finalize_hook,
-                               &m->self_key, NULL) != MPI_SUCCESS) {
-        m->self_key = MPI_KEYVAL_INVALID;
-        return;
-    }
-    if (MPI_Comm_set_attr(MPI_COMM_SELF, m->self_key, m) != MPI_SUCCESS) {
-        MPI_Comm_free_keyval(&m->self_key);
-        m->self_key = MPI_KEYVAL_INVALID;
-    }
+    rig_finalize_watch(finalize_hook, m, &m->self_key);
 }
 
 static void unwatch_finalize(rig_mpi *m)
 {
-    int key = m->self_key;
-    if (key != MPI_KEYVAL_INVALID) {
-        m->self_key = MPI_KEYVAL_INVALID; /* the hook does nothing now */
-        MPI_Comm_delete_attr(MPI_COMM_SELF, key);
-        MPI_Comm_free_keyval(&key);
-    }
+    rig_finalize_unwatch(&m->self_key);
 }
 
 /* Takes the notices of ranks that finalized MPI with the job open. */

@@ -31,6 +31,19 @@ typedef struct {
 bool rig_rail_settings_resolve(const rig_job_options *opt,
                                rig_rail_settings *out, char **err);
 
+/* ---- noticing MPI_Finalize ------------------------------------------ */
+
+/* MPI_Finalize first deletes MPI_COMM_SELF's attributes, so an attribute
+ * with a delete callback tells a layer that MPI is going away with its job
+ * still open.  rig_finalize_watch sets one with hook (MPI's delete
+ * function type) and arg; *key is MPI_KEYVAL_INVALID if MPI refused.
+ * rig_finalize_unwatch sets *key to MPI_KEYVAL_INVALID first -- the hook
+ * runs once more as the attribute is deleted and must do nothing when it
+ * finds its key invalid -- then deletes the attribute and frees the key. */
+void rig_finalize_watch(MPI_Comm_delete_attr_function *hook, void *arg,
+                        int *key);
+void rig_finalize_unwatch(int *key);
+
 /* ---- the transport of one job ---------------------------------------- */
 
 typedef struct rig_ucx rig_ucx;
