@@ -163,16 +163,29 @@ static void test_pingpong(void)
 
 /* n in [1, 64] transfers, random src in a 4 KiB window (sources may
  * overlap), destinations disjoint with random gaps, lengths 1 to 512 and
- * sometimes to 8 KiB. */
+ * sometimes to 8 KiB.  A third of the lists are packed instead: transfers
+ * back to back in both src and dst (which the rail carries as one copy
+ * when a whole stretch is readied), with a gap now and then that splits
+ * them into several stretches. */
 static size_t random_list(uint64_t *s, rig_transfer *t)
 {
     size_t n = 1 + t_rand(s) % 64;
+    bool packed = t_rand(s) % 3 == 0;
     int64_t cursor = (int64_t)(t_rand(s) % 300);
+    int64_t src = (int64_t)(t_rand(s) % 300);
     for (size_t j = 0; j < n; j++) {
         int64_t len = (t_rand(s) % 8 == 0) ? 1 + (int64_t)(t_rand(s) % 8192)
                                            : 1 + (int64_t)(t_rand(s) % 512);
-        t[j].src = (int64_t)(t_rand(s) % 4096);
-        t[j].dst = cursor + (int64_t)(t_rand(s) % 64);
+        if (packed) {
+            int64_t gap =
+                t_rand(s) % 8 == 0 ? 1 + (int64_t)(t_rand(s) % 64) : 0;
+            t[j].src = src + gap;
+            t[j].dst = cursor + gap;
+            src = t[j].src + len;
+        } else {
+            t[j].src = (int64_t)(t_rand(s) % 4096);
+            t[j].dst = cursor + (int64_t)(t_rand(s) % 64);
+        }
         t[j].length = len;
         cursor = t[j].dst + len;
     }

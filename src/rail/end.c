@@ -45,17 +45,29 @@ static int empty_ready_logged;
 
 /* ---- the mapped fast path ------------------------------------------------ */
 
+/* How many transfers from j on one copy or put may carry: the whole span
+ * when all of it is readied (left counts remain), else just transfer j. */
+static inline size_t span_readied(const rig_uend *e, size_t j, uint64_t left)
+{
+    size_t m = e->span[j].count;
+    return m > 1 && m <= left ? m : 1;
+}
+
 static void carry_mapped(rig_uend *e, uint64_t ready)
 {
     const size_t n = e->nsend;
     uint64_t run = e->next_run;
     size_t j = e->next_j;
-    for (uint64_t c = e->carried; c < ready; c++) {
+    for (uint64_t c = e->carried; c < ready;) {
         const rig_transfer *t = &e->send[j];
         size_t k = (size_t)(run & 1);
+        size_t m = span_readied(e, j, ready - c);
         memcpy(e->peer_in + k * e->in_copy + (size_t)t->dst,
-               e->out + k * e->out_copy + (size_t)t->src, (size_t)t->length);
-        if (++j == n) {
+               e->out + k * e->out_copy + (size_t)t->src,
+               m == 1 ? (size_t)t->length : e->span[j].bytes);
+        c += m;
+        j += m;
+        if (j == n) {
             j = 0;
             run++;
         }
@@ -151,13 +163,16 @@ static void carry_put(rig_uend *e, uint64_t ready)
     uint64_t run = e->next_run;
     size_t j = e->next_j;
     bool ok = true;
-    for (uint64_t c = e->carried; c < ready && ok; c++) {
+    for (uint64_t c = e->carried; c < ready && ok;) {
         const rig_transfer *t = &e->send[j];
         size_t k = (size_t)(run & 1);
+        size_t m = span_readied(e, j, ready - c);
         ok = put(e, b, e->out + k * e->out_copy + (size_t)t->src,
-                 (size_t)t->length,
+                 m == 1 ? (size_t)t->length : e->span[j].bytes,
                  e->peer_in_addr + k * e->in_copy + (uint64_t)t->dst, true);
-        if (++j == n) {
+        c += m;
+        j += m;
+        if (j == n) {
             j = 0;
             run++;
         }
@@ -263,8 +278,34 @@ static bool copy_list(const rig_transfer *t, size_t n, rig_transfer **out,
     return true;
 }
 
+/* The spans of back-to-back transfers (see rig_uend's span). */
+static bool spans_make(const rig_transfer *t, size_t n, struct rig_span **out,
+                       char **err)
+{
+    *out = NULL;
+    if (n == 0) {
+        return true;
+    }
+    struct rig_span *s = malloc(n * sizeof(*s));
+    if (s == NULL) {
+        return rig_err(err, "nomem: spans of %zu transfers", n);
+    }
+    for (size_t j = n; j-- > 0;) {
+        s[j].count = 1;
+        s[j].bytes = (size_t)t[j].length;
+        if (j + 1 < n && t[j + 1].src == t[j].src + t[j].length &&
+            t[j + 1].dst == t[j].dst + t[j].length) {
+            s[j].count += s[j + 1].count;
+            s[j].bytes += s[j + 1].bytes;
+        }
+    }
+    *out = s;
+    return true;
+}
+
 static void uend_free_struct(rig_uend *e)
 {
+    free(e->span);
     free(e->send);
     free(e->receive);
     free(e->desc);
@@ -287,6 +328,7 @@ bool rig_uend_make(rig_ucx *u, int peer, int64_t id, const rig_transfer *send,
     e->nsend = nsend;
     e->nreceive = nreceive;
     if (!copy_list(send, nsend, &e->send, err) ||
+        !spans_make(send, nsend, &e->span, err) ||
         !copy_list(receive, nreceive, &e->receive, err) ||
         !rig_end_layout_make(send, nsend, receive, nreceive, 0, &e->layout,
                              err)) {

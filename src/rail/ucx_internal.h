@@ -67,6 +67,13 @@ struct rig_uend {
     size_t out_copy;               /* bytes of one outbound copy */
     rig_transfer *send;
     size_t nsend;
+    /* span[j]: the transfers from j on that sit back to back in both src
+     * and dst, and their bytes; carried as one copy or put when a wake
+     * finds them all readied (a whole run of a halo, say). */
+    struct rig_span {
+        size_t count;
+        size_t bytes;
+    } * span;
     uint64_t next_run; /* run and transfer of count carried + 1 */
     size_t next_j;
     uint8_t *peer_in;                    /* mapped peer inbound, or NULL */
