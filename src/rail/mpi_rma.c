@@ -925,8 +925,10 @@ bool rig_mpi_rail(rig_mpi *m, int peer, int64_t id, const rig_transfer *send,
     }
     void *in = NULL;
     size_t inlen = 0;
-    if (buf == NULL ||
-        !swap(m, m->comm, peer, TAG_RAIL, buf, len, &in, &inlen, &mine)) {
+    /* A reason already found (a failed job, bad lists) is the one to
+     * report: the exchange's own error, if any, must not replace it. */
+    if (buf == NULL || !swap(m, m->comm, peer, TAG_RAIL, buf, len, &in, &inlen,
+                             mine == NULL ? &mine : NULL)) {
         free(buf);
         goto err_end;
     }
