@@ -389,7 +389,10 @@ int main(int argc, char **argv)
     run_lists(job);
     run_neutral(job);
 
-    /* A failed job refuses rails without contacting the peer. */
+    /* A failed job refuses rails without contacting the peer.  Both ranks
+     * first finish the cases above: a failure raised while the peer is
+     * still inside its last good rig_job_rail rightly fails that call. */
+    MPI_Barrier(MPI_COMM_WORLD);
     rig_job_fail(job, "bad input test");
     rig_job_fail(job, NULL);
     T_ASSERT(rig_job_failed(job));
