@@ -66,7 +66,8 @@ examples/wasm/counter/counter.wasm.built: \
 examples/wasm/trap/trap.wasm.built: $(srcdir)/examples/wasm/trap/trap.wat
 	$(AM_V_GEN)$(MKDIR_P) examples/wasm/trap && \
 	$(WAT2WASM) $(srcdir)/examples/wasm/trap/trap.wat -o $@
-CLEANFILES += $(WASM_EXAMPLES_BUILT)
+# The module cache the tests point RIG_WASM_CACHE at (a glob: rm expands it).
+CLEANFILES += $(WASM_EXAMPLES_BUILT) tests/wasm/cache.d/*.so
 
 if RIG_HAVE_CUNIT
 check_PROGRAMS += tests/wasm/test_wasm
