@@ -33,8 +33,6 @@
 #define RIG_WIRE_MAGIC 0x72696731u /* "rig1" */
 #define RIG_MACHINE_MAX 300
 
-enum { ST_OK = 0, ST_LISTS = 1, ST_END = 2, ST_FAILED = 3 };
-
 typedef struct {
     rig_host host;
     rig_job *job;
@@ -579,7 +577,7 @@ static void *pack(int status, bool attached, uint64_t seq,
                   size_t *len)
 {
     size_t msg_len = msg != NULL ? strlen(msg) + 1 : 0;
-    if (status == ST_LISTS) {
+    if (status == RIG_RAIL_LISTS) {
         nsend = nreceive = 0; /* may be unreadable */
     }
     wire_head h = {
@@ -617,48 +615,6 @@ static void *pack(int status, bool attached, uint64_t seq,
         memcpy(p, msg, msg_len);
     }
     return buf;
-}
-
-static bool same(const rig_transfer *a, const rig_transfer *b)
-{
-    return a->src == b->src && a->dst == b->dst && a->length == b->length;
-}
-
-/* The first difference between what lo sends and hi receives, then between
- * what hi sends and lo receives: the same text at both ranks. */
-static bool compare(int lo, const side *l, int hi, const side *h, char **err)
-{
-    const char *prefix = "invalid: rail between ranks";
-    for (int dir = 0; dir < 2; dir++) {
-        int sr = dir == 0 ? lo : hi, rr = dir == 0 ? hi : lo;
-        const rig_transfer *s = dir == 0 ? l->send : h->send;
-        const rig_transfer *r = dir == 0 ? h->receive : l->receive;
-        uint64_t ns = dir == 0 ? l->h.nsend : h->h.nsend;
-        uint64_t nr = dir == 0 ? h->h.nreceive : l->h.nreceive;
-        uint64_t n = ns < nr ? ns : nr;
-        for (uint64_t i = 0; i < n; i++) {
-            if (!same(&s[i], &r[i])) {
-                return rig_err(err,
-                               "%s %d and %d: send[%llu] of rank %d {src "
-                               "%lld, dst %lld, length %lld} differs from "
-                               "receive[%llu] of rank %d {src %lld, dst "
-                               "%lld, length %lld}",
-                               prefix, lo, hi, (unsigned long long)i, sr,
-                               (long long)s[i].src, (long long)s[i].dst,
-                               (long long)s[i].length, (unsigned long long)i,
-                               rr, (long long)r[i].src, (long long)r[i].dst,
-                               (long long)r[i].length);
-            }
-        }
-        if (ns != nr) {
-            return rig_err(err,
-                           "%s %d and %d: rank %d sends %llu transfers "
-                           "but rank %d receives %llu",
-                           prefix, lo, hi, sr, (unsigned long long)ns, rr,
-                           (unsigned long long)nr);
-        }
-    }
-    return true;
 }
 
 static void detach(void *arg, void *base)
@@ -808,19 +764,19 @@ bool rig_job_rail(rig_job *job, int peer, const rig_transfer *send,
     }
 
     /* This side: check, make the end, attach it. */
-    int status = ST_OK;
+    int status = RIG_RAIL_OK;
     char *mine = NULL;
     rig_uend *e = NULL;
     bool attached = false;
     const char *failed = rig_ucx_failed(job->ucx);
     if (failed != NULL) {
-        status = ST_FAILED;
+        status = RIG_RAIL_FAILED;
         rig_err(&mine, "%s", failed);
     } else if (!rig_check_transfers(send, nsend, receive, nreceive, &mine)) {
-        status = ST_LISTS;
+        status = RIG_RAIL_LISTS;
     } else if (!rig_uend_make(job->ucx, peer, id, send, nsend, receive,
                               nreceive, &e, &mine)) {
-        status = ST_END;
+        status = RIG_RAIL_END;
     } else {
         attached = attach(job, e);
     }
@@ -834,10 +790,11 @@ bool rig_job_rail(rig_job *job, int peer, const rig_transfer *send,
                      desc, desc_len, mine, &len);
     if (buf == NULL) {
         /* Tell the peer at least that this side failed. */
-        status = ST_END;
+        status = RIG_RAIL_END;
         free(mine);
         mine = strdup("nomem: rail message");
-        buf = pack(ST_END, false, seq, NULL, 0, NULL, 0, NULL, 0, NULL, &len);
+        buf = pack(RIG_RAIL_END, false, seq, NULL, 0, NULL, 0, NULL, 0, NULL,
+                   &len);
     }
     void *in = NULL;
     size_t inlen = 0;
@@ -849,9 +806,9 @@ bool rig_job_rail(rig_job *job, int peer, const rig_transfer *send,
     }
 
     /* Both sides decide alike from the two messages. */
-    side me, them;
+    side them;
     bool parsed = parse(in, inlen, &them);
-    if (status != ST_OK) {
+    if (status != RIG_RAIL_OK) {
         goto err_end; /* mine holds this side's error */
     }
     if (!parsed) {
@@ -865,25 +822,18 @@ bool rig_job_rail(rig_job *job, int peer, const rig_transfer *send,
                 (unsigned long long)seq, peer, (unsigned long long)them.h.seq);
         goto err_end;
     }
-    if (them.h.status != ST_OK) {
-        const char *why = them.h.msg_len > 0 ? them.msg : "(no reason)";
-        if (them.h.status == ST_LISTS) {
-            rig_err(&mine, "invalid: rank %d's lists: %s", peer,
-                    strncmp(why, "invalid: ", 9) == 0 ? why + 9 : why);
-        } else if (them.h.status == ST_FAILED) {
-            rig_err(&mine, "failed: rank %d: %s", peer, why);
-        } else {
-            rig_err(&mine, "failed: rank %d could not make its end: %s", peer,
-                    why);
-        }
+    if (them.h.status != RIG_RAIL_OK) {
+        rig_rail_peer_refused(peer, them.h.status,
+                              them.h.msg_len > 0 ? them.msg : "(no reason)",
+                              &mine);
         goto err_end;
     }
-    me.h.nsend = nsend;
-    me.h.nreceive = nreceive;
-    me.send = send;
-    me.receive = receive;
+    rig_rail_lists me = {send, receive, nsend, nreceive};
+    rig_rail_lists th = {them.send, them.receive, them.h.nsend,
+                         them.h.nreceive};
     bool me_lo = job->rank == lo;
-    if (!compare(lo, me_lo ? &me : &them, hi, me_lo ? &them : &me, &mine)) {
+    if (!rig_rail_lists_match(lo, me_lo ? &me : &th, hi, me_lo ? &th : &me,
+                              &mine)) {
         goto err_end;
     }
 

@@ -220,23 +220,16 @@ static void carry(rig_uend *e)
     }
 }
 
+static void uend_wake_carry(void *self)
+{
+    carry(self);
+}
+
 static void uend_wake(void *self, uint64_t c)
 {
     (void)c; /* may be stale: carry reads the count itself */
     rig_uend *e = self;
-    uint_fast64_t seen =
-        atomic_fetch_add_explicit(&e->wakes, 1, memory_order_acq_rel) + 1;
-    if (seen != 1) {
-        return; /* the carrier sees the moved counter and carries again */
-    }
-    for (;;) {
-        carry(e);
-        if (atomic_compare_exchange_strong_explicit(&e->wakes, &seen, 0,
-                                                    memory_order_acq_rel,
-                                                    memory_order_acquire)) {
-            return;
-        }
-    }
+    rig_wake_serial(&e->wakes, uend_wake_carry, e);
 }
 
 /* ---- failure ------------------------------------------------------------- */

@@ -12,6 +12,7 @@ src_rail_librail_la_SOURCES = \
 	src/rail/failure.c \
 	src/rail/memory.c \
 	src/rail/finalize.c \
+	src/rail/handshake.c \
 	src/rail/cuda.c \
 	src/rail/mpi_rma.h \
 	src/rail/mpi_rma.c

@@ -93,8 +93,6 @@
 #define WIRE_MAGIC 0x72696d31u /* "rim1" */
 #define PUT_MAX ((size_t)1 << 30)
 
-enum { ST_OK = 0, ST_LISTS = 1, ST_END = 2, ST_FAILED = 3 };
-
 typedef struct rig_mend rig_mend;
 
 struct rig_mend {
@@ -285,23 +283,16 @@ static void carry(rig_mend *e)
     }
 }
 
+static void mend_wake_carry(void *self)
+{
+    carry(self);
+}
+
 static void mend_wake(void *self, uint64_t c)
 {
     (void)c; /* may be stale: carry reads the count itself */
     rig_mend *e = self;
-    uint_fast64_t seen =
-        atomic_fetch_add_explicit(&e->wakes, 1, memory_order_acq_rel) + 1;
-    if (seen != 1) {
-        return; /* the carrier sees the moved counter and carries again */
-    }
-    for (;;) {
-        carry(e);
-        if (atomic_compare_exchange_strong_explicit(&e->wakes, &seen, 0,
-                                                    memory_order_acq_rel,
-                                                    memory_order_acquire)) {
-            return;
-        }
-    }
+    rig_wake_serial(&e->wakes, mend_wake_carry, e);
 }
 
 /* The ABI's release hook: the window outlives the rail (it is freed
@@ -627,7 +618,7 @@ static void *pack(int status, const rig_transfer *send, size_t nsend,
                   size_t *len)
 {
     size_t msg_len = msg != NULL ? strlen(msg) + 1 : 0;
-    if (status == ST_LISTS) {
+    if (status == RIG_RAIL_LISTS) {
         nsend = nreceive = 0; /* may be unreadable */
     }
     wire_head h = {WIRE_MAGIC, status, nsend, nreceive, msg_len};
@@ -669,43 +660,6 @@ static bool parse(const void *buf, size_t len, side *s)
     s->receive = s->send + s->h.nsend;
     s->msg = s->h.msg_len > 0 ? (const char *)(s->receive + s->h.nreceive)
                               : "(no reason)";
-    return true;
-}
-
-/* The first difference between what lo sends and hi receives, then between
- * what hi sends and lo receives: the same text at both ranks and in the
- * words of the UCX transport (src/job/job.c). */
-static bool compare(int lo, const side *l, int hi, const side *h, char **err)
-{
-    for (int dir = 0; dir < 2; dir++) {
-        int sr = dir == 0 ? lo : hi, rr = dir == 0 ? hi : lo;
-        const rig_transfer *s = dir == 0 ? l->send : h->send;
-        const rig_transfer *r = dir == 0 ? h->receive : l->receive;
-        uint64_t ns = dir == 0 ? l->h.nsend : h->h.nsend;
-        uint64_t nr = dir == 0 ? h->h.nreceive : l->h.nreceive;
-        for (uint64_t i = 0; i < ns && i < nr; i++) {
-            if (s[i].src != r[i].src || s[i].dst != r[i].dst ||
-                s[i].length != r[i].length) {
-                return rig_err(
-                    err,
-                    "invalid: rail between ranks %d and %d: send[%llu] of "
-                    "rank %d {src %lld, dst %lld, length %lld} differs from "
-                    "receive[%llu] of rank %d {src %lld, dst %lld, length "
-                    "%lld}",
-                    lo, hi, (unsigned long long)i, sr, (long long)s[i].src,
-                    (long long)s[i].dst, (long long)s[i].length,
-                    (unsigned long long)i, rr, (long long)r[i].src,
-                    (long long)r[i].dst, (long long)r[i].length);
-            }
-        }
-        if (ns != nr) {
-            return rig_err(err,
-                           "invalid: rail between ranks %d and %d: rank %d "
-                           "sends %llu transfers but rank %d receives %llu",
-                           lo, hi, sr, (unsigned long long)ns, rr,
-                           (unsigned long long)nr);
-        }
-    }
     return true;
 }
 
@@ -901,27 +855,27 @@ bool rig_mpi_rail(rig_mpi *m, int peer, int64_t id, const rig_transfer *send,
     int hi = m->rank < peer ? peer : m->rank;
 
     /* This side: check the lists, lay the end out. */
-    int status = ST_OK;
+    int status = RIG_RAIL_OK;
     char *mine = NULL;
     rig_mend *e = NULL;
     poll_fail(m);
     const char *failed = rig_mpi_failed(m);
     if (failed != NULL) {
-        status = ST_FAILED;
+        status = RIG_RAIL_FAILED;
         rig_err(&mine, "%s", failed);
     } else if (!rig_check_transfers(send, nsend, receive, nreceive, &mine)) {
-        status = ST_LISTS;
+        status = RIG_RAIL_LISTS;
     } else if (!mend_make(m, peer, id, send, nsend, receive, nreceive, &e,
                           &mine)) {
-        status = ST_END;
+        status = RIG_RAIL_END;
     }
     size_t len = 0;
     void *buf = pack(status, send, nsend, receive, nreceive, mine, &len);
     if (buf == NULL) {
-        status = ST_END;
+        status = RIG_RAIL_END;
         free(mine);
         mine = strdup("nomem: rail message");
-        buf = pack(ST_END, NULL, 0, NULL, 0, NULL, &len);
+        buf = pack(RIG_RAIL_END, NULL, 0, NULL, 0, NULL, &len);
     }
     void *in = NULL;
     size_t inlen = 0;
@@ -935,34 +889,25 @@ bool rig_mpi_rail(rig_mpi *m, int peer, int64_t id, const rig_transfer *send,
     free(buf);
 
     /* Both sides decide alike from the two messages. */
-    side me, them;
+    side them;
     bool parsed = parse(in, inlen, &them);
-    if (status != ST_OK) {
+    if (status != RIG_RAIL_OK) {
         goto err_end;
     }
     if (!parsed) {
         rig_err(&mine, "invalid: rank %d sent a malformed rail message", peer);
         goto err_end;
     }
-    if (them.h.status != ST_OK) {
-        const char *why = them.msg;
-        if (them.h.status == ST_LISTS) {
-            rig_err(&mine, "invalid: rank %d's lists: %s", peer,
-                    strncmp(why, "invalid: ", 9) == 0 ? why + 9 : why);
-        } else if (them.h.status == ST_FAILED) {
-            rig_err(&mine, "failed: rank %d: %s", peer, why);
-        } else {
-            rig_err(&mine, "failed: rank %d could not make its end: %s", peer,
-                    why);
-        }
+    if (them.h.status != RIG_RAIL_OK) {
+        rig_rail_peer_refused(peer, them.h.status, them.msg, &mine);
         goto err_end;
     }
-    me.h.nsend = nsend;
-    me.h.nreceive = nreceive;
-    me.send = send;
-    me.receive = receive;
+    rig_rail_lists me = {send, receive, nsend, nreceive};
+    rig_rail_lists th = {them.send, them.receive, them.h.nsend,
+                         them.h.nreceive};
     bool me_lo = m->rank == lo;
-    if (!compare(lo, me_lo ? &me : &them, hi, me_lo ? &them : &me, &mine)) {
+    if (!rig_rail_lists_match(lo, me_lo ? &me : &th, hi, me_lo ? &th : &me,
+                              &mine)) {
         goto err_end;
     }
     free(in);

@@ -12,6 +12,7 @@
 #include "rig/job.h"
 #include "rig/remote_abi.h"
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -30,6 +31,38 @@ typedef struct {
  * with "invalid: RIG_NAME=..." or "invalid: transport ..." */
 bool rig_rail_settings_resolve(const rig_job_options *opt,
                                rig_rail_settings *out, char **err);
+
+/* ---- the rail handshake, both transports ----------------------------- */
+
+/* The status word of one side's rail message. */
+enum {
+    RIG_RAIL_OK = 0,
+    RIG_RAIL_LISTS = 1, /* its lists fail rig_check_transfers */
+    RIG_RAIL_END = 2,   /* it could not make its end */
+    RIG_RAIL_FAILED = 3 /* its job has failed */
+};
+
+/* One side's lists as it stated them. */
+typedef struct {
+    const rig_transfer *send, *receive;
+    uint64_t nsend, nreceive;
+} rig_rail_lists;
+
+/* True iff what lo sends is what hi receives and the other way round;
+ * else "invalid: rail between ranks LO and HI: ..." naming the first
+ * difference, the same text at both ranks. */
+bool rig_rail_lists_match(int lo, const rig_rail_lists *l, int hi,
+                          const rig_rail_lists *h, char **err);
+
+/* Sets *err to why peer refused (status RIG_RAIL_LISTS, _FAILED or _END,
+ * with its reason) and returns false. */
+bool rig_rail_peer_refused(int peer, int status, const char *why, char **err);
+
+/* A provider's wake with one carrier at a time: the first waker calls
+ * carry(arg) until no wake arrived meanwhile; later wakers only bump the
+ * counter and return, so a thread never waits on another. */
+void rig_wake_serial(atomic_uint_fast64_t *wakes, void (*carry)(void *),
+                     void *arg);
 
 /* ---- noticing MPI_Finalize ------------------------------------------ */
 
