@@ -798,8 +798,10 @@ bool rig_job_rail(rig_job *job, int peer, const rig_transfer *send,
     }
     void *in = NULL;
     size_t inlen = 0;
-    bool ok = buf != NULL &&
-              swap(job, peer, RIG_TAG_RAIL, buf, len, &in, &inlen, &mine);
+    /* A reason already found (a failed job, bad lists) is the one to
+     * report: the exchange's own error, if any, must not replace it. */
+    bool ok = buf != NULL && swap(job, peer, RIG_TAG_RAIL, buf, len, &in,
+                                  &inlen, mine == NULL ? &mine : NULL);
     free(buf);
     if (buf == NULL || !ok) {
         goto err_end;
