@@ -961,34 +961,15 @@ bool rig_job_failed(const rig_job *job)
     return job != NULL && rig_ucx_failed(job->ucx) != NULL;
 }
 
+static int ucx_gone(void *arg)
+{
+    return rig_ucx_gone(((rig_job *)arg)->ucx);
+}
+
 /* A barrier that gives up once a rank is known to have left the job. */
 static bool close_barrier(rig_job *job)
 {
-    if (rig_ucx_gone(job->ucx) >= 0) {
-        return false;
-    }
-    MPI_Request req;
-    if (MPI_Ibarrier(job->comm, &req) != MPI_SUCCESS) {
-        return false;
-    }
-    rig_backoff b = {0};
-    for (;;) {
-        int flag = 0;
-        if (MPI_Test(&req, &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS) {
-            return false;
-        }
-        if (flag) {
-            return true;
-        }
-        if (rig_ucx_gone(job->ucx) >= 0) {
-            rig_log(RIG_LOG_WARN,
-                    "rank %d: closing the job without rank %d, which left "
-                    "it",
-                    job->rank, rig_ucx_gone(job->ucx));
-            return false; /* the request is abandoned with the comm */
-        }
-        rig_backoff_step(&b);
-    }
+    return rig_barrier_unless_gone(job->comm, job->rank, ucx_gone, job);
 }
 
 void rig_job_close(rig_job *job)

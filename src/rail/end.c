@@ -41,8 +41,6 @@ typedef struct {
 
 static const uint64_t failed_value = RIG_COUNT_FAILED;
 
-static int empty_ready_logged;
-
 /* ---- the mapped fast path ------------------------------------------------ */
 
 /* How many transfers from j on one copy or put may carry: the whole span
@@ -202,15 +200,8 @@ static void carry_put(rig_uend *e, uint64_t ready)
 
 static void carry(rig_uend *e)
 {
-    uint64_t ready = rig_count_load(e->counts, RIG_READY_AT);
-    if (ready == RIG_COUNT_FAILED || ready <= e->carried) {
-        return;
-    }
-    if (RIG_UNLIKELY(e->nsend == 0)) {
-        rig_log_once(&empty_ready_logged, RIG_LOG_WARN,
-                     "ready on rail %lld, which sends nothing, is ignored",
-                     (long long)e->id);
-        e->carried = ready;
+    uint64_t ready = rig_carry_due(e->counts, &e->carried, e->nsend, e->id);
+    if (ready == 0) {
         return;
     }
     if (RIG_LIKELY(e->peer_in != NULL)) {

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* What both transports' rail handshakes share: the check that one side's
- * send list is the other's receive list, the words for a peer's refusal,
- * and the one-carrier-at-a-time wake. */
+/* What both transports share: the check that one side's send list is the
+ * other's receive list, the words for a peer's refusal, the one-carrier-at-
+ * a-time wake and what it must carry, and the barrier of closing. */
 #include "rail_internal.h"
 
 #include "../abi/util_internal.h"
@@ -76,5 +76,53 @@ void rig_wake_serial(atomic_uint_fast64_t *wakes, void (*carry)(void *),
                 wakes, &seen, 0, memory_order_acq_rel, memory_order_acquire)) {
             return;
         }
+    }
+}
+
+uint64_t rig_carry_due(const uint8_t *counts, uint64_t *carried, size_t nsend,
+                       int64_t id)
+{
+    static int empty_ready_logged;
+    uint64_t ready = rig_count_load(counts, RIG_READY_AT);
+    if (ready == RIG_COUNT_FAILED || ready <= *carried) {
+        return 0;
+    }
+    if (RIG_UNLIKELY(nsend == 0)) {
+        rig_log_once(&empty_ready_logged, RIG_LOG_WARN,
+                     "ready on rail %lld, which sends nothing, is ignored",
+                     (long long)id);
+        *carried = ready;
+        return 0;
+    }
+    return ready;
+}
+
+bool rig_barrier_unless_gone(MPI_Comm comm, int rank, int (*gone)(void *),
+                             void *arg)
+{
+    if (gone(arg) >= 0) {
+        return false;
+    }
+    MPI_Request req;
+    if (MPI_Ibarrier(comm, &req) != MPI_SUCCESS) {
+        return false;
+    }
+    rig_backoff b = {0};
+    for (;;) {
+        int flag = 0;
+        if (MPI_Test(&req, &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS) {
+            return false;
+        }
+        if (flag) {
+            return true;
+        }
+        int left = gone(arg);
+        if (left >= 0) {
+            rig_log(RIG_LOG_WARN,
+                    "rank %d: closing the job without rank %d, which left it",
+                    rank, left);
+            return false; /* the request is abandoned with the comm */
+        }
+        rig_backoff_step(&b);
     }
 }

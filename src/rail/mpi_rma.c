@@ -154,7 +154,6 @@ struct rig_mpi {
 };
 
 static const uint64_t failed_value = RIG_COUNT_FAILED;
-static int empty_ready_logged;
 
 static bool mpi_err(char **err, int rc, const char *call)
 {
@@ -257,15 +256,8 @@ static bool carry_locked(rig_mend *e, uint64_t ready, char **why)
 
 static void carry(rig_mend *e)
 {
-    uint64_t ready = rig_count_load(e->counts, RIG_READY_AT);
-    if (ready == RIG_COUNT_FAILED || ready <= e->carried) {
-        return;
-    }
-    if (RIG_UNLIKELY(e->nsend == 0)) {
-        rig_log_once(&empty_ready_logged, RIG_LOG_WARN,
-                     "ready on rail %lld, which sends nothing, is ignored",
-                     (long long)e->id);
-        e->carried = ready;
+    uint64_t ready = rig_carry_due(e->counts, &e->carried, e->nsend, e->id);
+    if (ready == 0) {
         return;
     }
     rig_mpi *m = e->m;
@@ -1115,36 +1107,16 @@ static void poll_left(rig_mpi *m)
     }
 }
 
+static int mpi_gone(void *arg)
+{
+    rig_mpi *m = arg;
+    poll_left(m);
+    return atomic_load(&m->left);
+}
+
 bool rig_mpi_barrier(rig_mpi *m)
 {
-    poll_left(m);
-    if (atomic_load(&m->left) >= 0) {
-        return false;
-    }
-    MPI_Request req;
-    if (MPI_Ibarrier(m->comm, &req) != MPI_SUCCESS) {
-        return false;
-    }
-    rig_backoff b = {0};
-    for (;;) {
-        int flag = 0;
-        if (MPI_Test(&req, &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS) {
-            return false;
-        }
-        if (flag) {
-            return true;
-        }
-        poll_left(m);
-        int gone = atomic_load(&m->left);
-        if (gone >= 0) {
-            rig_log(RIG_LOG_WARN,
-                    "rank %d: closing the job without rank %d, which left "
-                    "it",
-                    m->rank, gone);
-            return false; /* the request is abandoned with the comm */
-        }
-        rig_backoff_step(&b);
-    }
+    return rig_barrier_unless_gone(m->comm, m->rank, mpi_gone, m);
 }
 
 bool rig_mpi_open(MPI_Comm comm, MPI_Win win, uint64_t attach_limit,

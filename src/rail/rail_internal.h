@@ -64,6 +64,19 @@ bool rig_rail_peer_refused(int peer, int status, const char *why, char **err);
 void rig_wake_serial(atomic_uint_fast64_t *wakes, void (*carry)(void *),
                      void *arg);
 
+/* What a wake must carry: the ready count when it is past *carried and not
+ * failed, else 0.  A rail that sends nothing has nothing to carry: its
+ * readies are logged once and taken as carried (returns 0).  Both
+ * transports' carriers start with it. */
+uint64_t rig_carry_due(const uint8_t *counts, uint64_t *carried, size_t nsend,
+                       int64_t id);
+
+/* MPI_Ibarrier on comm that gives up (false) once gone(arg) names a rank
+ * that left the job (>= 0), so closing never waits for a dead rank; rank
+ * is this one's, for the log line.  False also when MPI fails. */
+bool rig_barrier_unless_gone(MPI_Comm comm, int rank, int (*gone)(void *),
+                             void *arg);
+
 /* ---- noticing MPI_Finalize ------------------------------------------ */
 
 /* MPI_Finalize first deletes MPI_COMM_SELF's attributes, so an attribute
