@@ -16,8 +16,8 @@ bool bench_pingpong = false;
 
 /* Every method, rig first: the order of the columns. */
 static const bench_method *const all_methods[] = {
-    &bench_rig,        &bench_rig_mpi, &bench_floor, &bench_mpi,
-    &bench_persistent, &bench_put,     &bench_ucx,
+    &bench_rig, &bench_rig_mpi,    &bench_floor, &bench_floor2,
+    &bench_mpi, &bench_persistent, &bench_put,   &bench_ucx,
 };
 #define NALL (sizeof(all_methods) / sizeof(all_methods[0]))
 
@@ -64,7 +64,9 @@ static void usage(FILE *f)
             "  -f           full statistics: min, max, p50, p99 columns\n"
             "  -b LIST      print these methods side by side (comma-"
             "separated,\n"
-            "               or all): rig floor mpi persistent put ucx\n"
+            "               or all): rig rig_mpi floor floor2 mpi\n"
+            "               persistent put ucx (floor, floor2: latency "
+            "only)\n"
             "               default: rig, the best baseline and their "
             "ratio\n"
             "  -r N         repeat each measurement N times, keep the "
@@ -138,6 +140,12 @@ static const bench_method *find_method(const char *name)
     return NULL;
 }
 
+/* The floors belong to the latency benchmark only. */
+static bool is_floor(const bench_method *m)
+{
+    return m == &bench_floor || m == &bench_floor2;
+}
+
 static _Noreturn void bad_option(const char *what)
 {
     if (bench_rank == 0) {
@@ -166,7 +174,7 @@ void bench_init(int *argc, char ***argv, bench_opts *o, size_t def_min,
     o->rounds = 1;
     bool want[NALL];
     for (size_t i = 0; i < NALL; i++) {
-        want[i] = all_methods[i] != &bench_floor || floor;
+        want[i] = !is_floor(all_methods[i]) || floor;
     }
 
     int c;
@@ -214,12 +222,12 @@ void bench_init(int *argc, char ***argv, bench_opts *o, size_t def_min,
                  t = strtok_r(NULL, ",", &save)) {
                 if (strcmp(t, "all") == 0) {
                     for (size_t i = 0; i < NALL; i++) {
-                        want[i] = all_methods[i] != &bench_floor || floor;
+                        want[i] = !is_floor(all_methods[i]) || floor;
                     }
                     continue;
                 }
                 const bench_method *m = find_method(t);
-                if (m == NULL || (m == &bench_floor && !floor)) {
+                if (m == NULL || (is_floor(m) && !floor)) {
                     free(list);
                     bad_option("-b names an unknown method");
                 }
@@ -466,15 +474,6 @@ void bench_print_row(const bench_opts *o, bench_unit unit, size_t key,
 static size_t stamp_len(size_t size)
 {
     return size < 8 ? size : 8;
-}
-
-void bench_stamp(uint8_t *msg, size_t size, uint64_t seq)
-{
-    size_t n = stamp_len(size);
-    memcpy(msg, &seq, n);
-    if (size >= 16) {
-        memcpy(msg + size - 8, &seq, 8);
-    }
 }
 
 static uint8_t pattern_byte(size_t i)

@@ -25,6 +25,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 /* ---- methods ------------------------------------------------------------ */
 
@@ -54,6 +55,12 @@ typedef void (*bench_send_wait_fn)(void *state);
 typedef void (*bench_recv_wait_fn)(void *state, uint64_t seq);
 /* Checks every byte of the last message received (end of a size). */
 typedef void (*bench_recv_check_fn)(void *state);
+/* Optional, for ping-pongs of runs: sends messages first..first + n - 1
+ * with one signal, and waits for such a run and checks every message's
+ * stamp -- what a program that reads a whole run does, where the
+ * message-by-message calls would time the harness instead. */
+typedef void (*bench_send_run_fn)(void *state, uint64_t first, size_t n);
+typedef void (*bench_recv_run_fn)(void *state, uint64_t first, size_t n);
 
 struct bench_method {
     const char *name;  /* column name: rig, floor, mpi, persistent, ... */
@@ -69,11 +76,14 @@ struct bench_method {
     bench_send_wait_fn send_wait;
     bench_recv_wait_fn recv_wait;
     bench_recv_check_fn recv_check;
+    bench_send_run_fn send_run; /* NULL: send message by message */
+    bench_recv_run_fn recv_run; /* NULL: recv_wait message by message */
 };
 
 extern const bench_method bench_rig;
 extern const bench_method bench_rig_mpi;
 extern const bench_method bench_floor;
+extern const bench_method bench_floor2;
 extern const bench_method bench_mpi;
 extern const bench_method bench_persistent;
 extern const bench_method bench_put;
@@ -147,8 +157,20 @@ void bench_print_row(const bench_opts *o, bench_unit unit, size_t key,
 
 /* ---- stamps and checks -------------------------------------------------- */
 
-/* Writes message seq's stamp into msg[0..size). */
-void bench_stamp(uint8_t *msg, size_t size, uint64_t seq);
+/* Writes message seq's stamp into msg[0..size): its first min(size, 8)
+ * bytes, and from 16 bytes on its last 8 too.  Inline: a run of small
+ * messages stamps each, and a call apiece would be timed. */
+static inline void bench_stamp(uint8_t *msg, size_t size, uint64_t seq)
+{
+    if (size >= 8) {
+        memcpy(msg, &seq, 8);
+    } else {
+        memcpy(msg, &seq, size);
+    }
+    if (size >= 16) {
+        memcpy(msg + size - 8, &seq, 8);
+    }
+}
 /* Writes the fixed pattern between the stamps of msg[0..size). */
 void bench_pattern(uint8_t *msg, size_t size);
 /* Checks that msg's stamp is a message number in [lo, hi] (aborting with

@@ -15,6 +15,7 @@ typedef struct {
     uint8_t *obase, *ibase; /* copy 0 of the outbound and inbound areas */
     size_t ocopy, icopy;    /* bytes of one copy */
     uint64_t readied, got;
+    size_t got_run; /* transfers in the last run received by recv_run */
 } rig_link;
 
 static rig_job *g_job;
@@ -125,6 +126,7 @@ static bool rig_setup(void *state, size_t out, size_t in, size_t n, char **err)
         }
     }
     l->readied = l->got = 0;
+    l->got_run = 0;
     MPI_Barrier(MPI_COMM_WORLD);
     return true;
 }
@@ -192,8 +194,53 @@ static void rig_recv_wait(void *state, uint64_t seq)
                   (unsigned long long)seq);
     }
     l->got = seq;
+    l->got_run = 0;
     bench_check_live("rig", rig_msg(l, seq), l->in, seq, rig_arrived_of, l,
                      2 * l->n);
+}
+
+/* A run at once: the copy it fills was last sent two runs ago, so one
+ * wait covers every transfer; one ready carries them all. */
+static void rig_send_run(void *state, uint64_t first, size_t n)
+{
+    rig_link *l = state;
+    uint64_t last = first + n - 1;
+    if (last > 2 * l->n && !rig_end_wait_sent(l->end, last - 2 * l->n)) {
+        bench_die("failed: rig rail failed while sending %llu",
+                  (unsigned long long)last);
+    }
+    /* One division for the run (not two per transfer: they would cost
+     * more than the transfers). */
+    size_t j = (size_t)((first - 1) % l->n);
+    unsigned k = (unsigned)(((first - 1) / l->n) % 2);
+    for (uint64_t seq = first; seq <= last; seq++) {
+        bench_stamp(l->obase + k * l->ocopy + j * l->out, l->out, seq);
+        if (++j == l->n) {
+            j = 0;
+            k ^= 1;
+        }
+    }
+    rig_end_ready(l->end, last);
+    l->readied = last;
+}
+
+/* A ping-pong's run: once `arrived` covers it, the peer waits for our
+ * answer before it writes these bytes again, so the stamps are exact.  The
+ * first and last transfer's stamps are checked, the lines that one
+ * transfer of the run's size has checked (its first and last bytes);
+ * rig_recv_check checks every byte of the whole last run. */
+static void rig_recv_run(void *state, uint64_t first, size_t n)
+{
+    rig_link *l = state;
+    uint64_t last = first + n - 1;
+    if (!rig_end_wait_arrived(l->end, last)) {
+        bench_die("failed: rig rail failed while waiting for %llu",
+                  (unsigned long long)last);
+    }
+    bench_check_stamp("rig", rig_msg(l, first), l->in, first, first);
+    bench_check_stamp("rig", rig_msg(l, last), l->in, last, last);
+    l->got = last;
+    l->got_run = n;
 }
 
 static void rig_recv_check(void *state)
@@ -202,6 +249,11 @@ static void rig_recv_check(void *state)
     if (l->got > 0) {
         bench_check_all("rig", rig_msg(l, l->got), l->in, l->got,
                         rig_end_arrived(l->end) + 2 * l->n);
+    }
+    /* After runs: every transfer of the last one, exactly. */
+    for (uint64_t seq = l->got - l->got_run + 1; l->got_run > 1 && seq < l->got;
+         seq++) {
+        bench_check_all("rig", rig_msg(l, seq), l->in, seq, seq);
     }
 }
 
@@ -218,6 +270,8 @@ const bench_method bench_rig = {
     .send_wait = rig_send_wait,
     .recv_wait = rig_recv_wait,
     .recv_check = rig_recv_check,
+    .send_run = rig_send_run,
+    .recv_run = rig_recv_run,
 };
 
 /* The same over the MPI RMA transport (RIG_TRANSPORT, when set, decides
@@ -235,4 +289,6 @@ const bench_method bench_rig_mpi = {
     .send_wait = rig_send_wait,
     .recv_wait = rig_recv_wait,
     .recv_check = rig_recv_check,
+    .send_run = rig_send_run,
+    .recv_run = rig_recv_run,
 };

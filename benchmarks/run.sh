@@ -66,7 +66,7 @@ load_before=$(cut -d' ' -f1-3 /proc/loadavg)
 # Other processes busy on the cores when the suite starts (noise).
 busy=$(top -bn1 | awk 'NR > 7 && $9 + 0 >= 20 { printf "%s%s (%s%% CPU)", sep, $12, $9; sep = ", " }')
 t0=$(date +%s)
-run latency -b all "${quick[@]}"
+run latency -b all -r 5 "${quick[@]}"
 run bw -b all "${quick[@]}"
 run bibw -b all "${quick[@]}"
 run mr -b all "${quick[@]}"
@@ -125,11 +125,23 @@ holds() { awk -v v="$1" -v op="$2" -v lim="$3" 'BEGIN {
     ok = (op == "<=") ? v <= lim : (op == ">=") ? v >= lim : v < lim
     print ok ? "holds" : "**does not hold**" }'; }
 
+# ns FILE KEY COLUMN: from the "# ns" rows, the small sizes again in
+# nanoseconds (the table's two decimals of a microsecond are too coarse
+# for a ratio at 0.1 us).
+ns() {
+    awk -v key="$2" -v col="$3" '
+        $1 == "#" && $2 == "ns" && $3 == "Size" {
+            for (i = 4; i <= NF; i++) if ($i == col) ci = i; next }
+        $1 == "#" && $2 == "ns" && $3 == key && ci > 0 { print $ci; exit }' "$1"
+}
+
 lat=$tmp/latency.txt
-rig8=$(value "$lat" 1 8 rig)
-floor8=$(value "$lat" 1 8 floor)
-mpi8=$(value "$lat" 1 8 mpi)
+rig8=$(ns "$lat" 8 rig)
+floor8=$(ns "$lat" 8 floor)
+floor28=$(ns "$lat" 8 floor2)
+mpi8=$(ns "$lat" 8 mpi)
 r_floor=$(ratio "$rig8" "$floor8")
+r_floor2=$(ratio "$rig8" "$floor28")
 r_mpi=$(ratio "$rig8" "$mpi8")
 
 bw_rows=""
@@ -149,7 +161,7 @@ done
 multi=$tmp/multi.txt
 m64=$(value "$multi" 1 64 rig)
 m64one=$(value "$multi" 1 64 rig.single)
-r_multi=$(ratio "$m64" "$m64one")
+r_multi=$(value "$multi" 1 64 ratio) # from the unrounded latencies
 rails1=$(value "$multi" 2 1 newest)
 rails1024=$(value "$multi" 2 1024 newest)
 rr1024=$(value "$multi" 2 1024 round_robin)
@@ -248,8 +260,8 @@ plot "$tmp/rails.dat" "$results/$name-rails.png" \
     echo
     echo "| target | measured | verdict |"
     echo "|---|---|---|"
-    echo "| 8 B rail latency <= 1.2 x floor | rig $rig8 us, floor $floor8 us: $r_floor | $(holds "$r_floor" "<=" 1.2) |"
-    echo "| 8 B rail latency <= 0.85 x MPI_Send/MPI_Recv | rig $rig8 us, mpi $mpi8 us: $r_mpi | $(holds "$r_mpi" "<=" 0.85) |"
+    echo "| 8 B rail latency <= 1.2 x floor | rig $rig8 ns, floor $floor8 ns: $r_floor (floor2, the count in a line of its own as in a rig end: $floor28 ns, rig/floor2 $r_floor2) | $(holds "$r_floor" "<=" 1.2) |"
+    echo "| 8 B rail latency <= 0.85 x MPI_Send/MPI_Recv | rig $rig8 ns, mpi $mpi8 ns: $r_mpi | $(holds "$r_mpi" "<=" 0.85) |"
     echo "| bandwidth 64 KiB..4 MiB >= 0.9 x raw UCX | worst ratio $bw_worst_ucx | $(holds "$bw_worst_ucx" ">=" 0.9) |"
     echo "| bandwidth 64 KiB..4 MiB >= 1.2 x MPI's best | worst ratio $bw_worst_mpi | $(holds "$bw_worst_mpi" ">=" 1.2) |"
     echo "| 64 transfers per run <= 3 x one transfer of the same size | $m64 us vs $m64one us: $r_multi | $(holds "$r_multi" "<=" 3) |"

@@ -277,7 +277,37 @@ static void test_end_make_args(void)
     d.counts.base = f.counts;
     d.inbound.len = 64;
     T_ERR(rig_end_make(&d, &e, &err), err, "invalid: desc->inbound");
-    d.inbound.len = 0;
+    /* The receive list: present when it has transfers, and every
+     * transfer inside one copy of the inbound (two copies of 32 here). */
+    uint8_t in[64];
+    rig_transfer land[2] = {{0, 0, 24}, {0, 24, 8}};
+    d.inbound.base = in;
+    d.nreceive = 2;
+    T_ERR(rig_end_make(&d, &e, &err), err,
+          "invalid: desc->receive is NULL with 2 transfers");
+    d.receive = land;
+    land[1].length = 9;
+    T_ERR(rig_end_make(&d, &e, &err), err,
+          "invalid: desc->receive[1] (dst 24, length 9) lands outside an "
+          "inbound copy of 32 bytes");
+    land[1].length = 8;
+    land[1].dst = -1;
+    T_ERR(rig_end_make(&d, &e, &err), err, "invalid: desc->receive[1]");
+    land[1].dst = 24;
+    T_OK(rig_end_make(&d, &e, &err), err);
+    /* Counts 1..4 land at 0, 24 (copy 0) and 32, 56 (copy 1); the pull is
+     * a hint: waits end on the count alone. */
+    rig_count_advance(f.counts, RIG_ARRIVED_AT, 3);
+    T_TRUE(rig_end_wait_arrived(e, 3));
+    bool timed_out = false;
+    T_TRUE(!rig_end_wait_arrived_for(e, 4, 1, &timed_out));
+    T_TRUE(timed_out);
+    rig_end_release(e);
+    memset(f.counts, 0, sizeof(f.counts));
+    e = NULL;
+    d.inbound = (rig_area){NULL, 0};
+    d.receive = NULL;
+    d.nreceive = 0;
     T_OK(rig_end_make(&d, &e, &err), err);
     rig_end *twin = NULL;
     T_ERR(rig_end_make(&d, &twin, &err), err, "invalid: counts area");

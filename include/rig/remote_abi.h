@@ -212,6 +212,13 @@ typedef struct {
      * goes, on the thread that dropped it.  May be NULL. */
     void (*release)(void *self);
     void *self;
+    /* Optional: the receive list (copied).  A wait for `arrived` then
+     * pulls the first line of the awaited transfer's landing place while
+     * it polls, so that line is not a second miss after the count on a
+     * peer that stores straight into this memory.  NULL and 0: no pull.
+     * Each transfer must land inside one copy of the inbound. */
+    const rig_transfer *receive;
+    size_t nreceive;
 } rig_end_desc;
 
 /* Sets d's outbound, inbound and counts to the areas layout l places in an
@@ -226,7 +233,9 @@ RIG_API void rig_end_desc_areas(rig_end_desc *d, const rig_end_layout *l,
  * the table of live ends under its counts address until rig_end_stop.
  * Registers no cleanup.  False with "invalid: ..." for a NULL desc, a NULL
  * wake, a counts area smaller than RIG_COUNTS_BYTES or misaligned, an area
- * with a NULL base and a non-zero length, or a counts address already live;
+ * with a NULL base and a non-zero length, a receive list that is NULL with
+ * transfers or lands outside one inbound copy, or a counts address already
+ * live;
  * "nomem: ..." when allocation fails. */
 RIG_API bool rig_end_make(const rig_end_desc *desc, rig_end **out, char **err);
 

@@ -21,6 +21,8 @@ struct rig_end {
     atomic_int busy;  /* rig_end_ready calls inside wake right now */
     bool tabled;      /* entered in the table (under the table lock) */
     rig_rail *rail;   /* set once by rig_rail_make */
+    int64_t *land;    /* dst of each received transfer (desc->receive) */
+    size_t nland;
     struct rig_end *next_live; /* chain of the table bucket */
 };
 

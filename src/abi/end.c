@@ -76,6 +76,39 @@ static bool area_ok(rig_area a)
     return a.base != NULL || a.len == 0;
 }
 
+/* The landing offsets of desc->receive, checked against one inbound copy;
+ * *land stays NULL when there is no list. */
+static bool land_make(const rig_end_desc *d, int64_t **land, char **err)
+{
+    if (d->nreceive == 0) {
+        return true;
+    }
+    if (d->receive == NULL) {
+        return rig_err(err, "invalid: desc->receive is NULL with %zu transfers",
+                       d->nreceive);
+    }
+    size_t copy = d->inbound.len / 2;
+    for (size_t j = 0; j < d->nreceive; j++) {
+        const rig_transfer *t = &d->receive[j];
+        if (t->dst < 0 || t->length < 0 || (uint64_t)t->dst > copy ||
+            (uint64_t)t->length > copy - (uint64_t)t->dst) {
+            return rig_err(err,
+                           "invalid: desc->receive[%zu] (dst %lld, length "
+                           "%lld) lands outside an inbound copy of %zu bytes",
+                           j, (long long)t->dst, (long long)t->length, copy);
+        }
+    }
+    if (d->nreceive > SIZE_MAX / sizeof(int64_t) ||
+        (*land = malloc(d->nreceive * sizeof(int64_t))) == NULL) {
+        return rig_err(err, "nomem: rig_end_make: %zu landing offsets",
+                       d->nreceive);
+    }
+    for (size_t j = 0; j < d->nreceive; j++) {
+        (*land)[j] = d->receive[j].dst;
+    }
+    return true;
+}
+
 bool rig_end_make(const rig_end_desc *d, rig_end **out, char **err)
 {
     if (d == NULL) {
@@ -106,11 +139,18 @@ bool rig_end_make(const rig_end_desc *d, rig_end **out, char **err)
                        "%zu bytes",
                        d->inbound.len);
     }
+    int64_t *land = NULL;
+    if (!land_make(d, &land, err)) {
+        return false;
+    }
     rig_end *e = calloc(1, sizeof(*e));
     if (e == NULL) {
+        free(land);
         return rig_err(err, "nomem: rig_end_make: calloc(%zu) failed",
                        sizeof(*e));
     }
+    e->land = land;
+    e->nland = land != NULL ? d->nreceive : 0;
     e->outbound = d->outbound;
     e->inbound = d->inbound;
     e->counts = d->counts;
@@ -122,6 +162,7 @@ bool rig_end_make(const rig_end_desc *d, rig_end **out, char **err)
     atomic_init(&e->busy, 0);
     atomic_init(&e->live, true);
     if (!rig_live_insert(e, err)) {
+        free(e->land);
         free(e);
         return false;
     }
@@ -254,10 +295,21 @@ static bool wait_count(const rig_end *e, size_t at, uint64_t c,
     if (e == NULL) {
         return false;
     }
+    _Atomic uint64_t *count =
+        (_Atomic uint64_t *)((uintptr_t)e->counts.base + at);
+    /* Where count c lands, pulled into this cache while the count is
+     * polled: then the count is the only line still to come. */
+    const char *pull = NULL;
+    if (at == RIG_ARRIVED_AT && e->nland > 0 && c >= 1 &&
+        c < RIG_COUNT_FAILED) {
+        uint64_t k = (c - 1) % (2 * e->nland);
+        pull = (const char *)e->inbound.base +
+               (k >= e->nland ? e->inbound.len / 2 : 0) + e->land[k % e->nland];
+    }
     rig_backoff b = {0};
     uint64_t deadline = 0;
     for (;;) {
-        uint64_t v = rig_count_load(e->counts.base, at);
+        uint64_t v = atomic_load_explicit(count, memory_order_acquire);
         if (v == RIG_COUNT_FAILED) {
             return false;
         }
@@ -274,6 +326,9 @@ static bool wait_count(const rig_end *e, size_t at, uint64_t c,
                 }
                 return false;
             }
+        }
+        if (pull != NULL) {
+            __builtin_prefetch(pull, 0, 3);
         }
         rig_backoff_step(&b);
     }
@@ -318,6 +373,7 @@ static void pair_destroy(rig_rail *r, rig_end *e)
         if (e->release != NULL) {
             e->release(e->self);
         }
+        free(e->land);
         free(e);
     }
     free(r);

@@ -150,6 +150,9 @@ bool rig_loopback_make(int64_t id, const rig_transfer *send, size_t nsend,
             .ready_fn = NULL,
             .release = lb_release,
             .self = &p->side[s],
+            /* side s receives what the other side sends */
+            .receive = p->side[1 - s].t,
+            .nreceive = p->side[1 - s].n,
         };
         rig_end_desc_areas(&d, l, p->mem[s]);
         if (!rig_end_make(&d, &e[s], err)) {

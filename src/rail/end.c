@@ -498,6 +498,8 @@ bool rig_uend_connect(rig_uend *e, const void *desc, size_t len, rig_rail **out,
         .ready_fn = NULL,
         .release = uend_release,
         .self = e,
+        .receive = e->receive,
+        .nreceive = e->nreceive,
     };
     rig_end_desc_areas(&d, &e->layout, e->mem.base);
     rig_end *end;
