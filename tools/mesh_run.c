@@ -3,7 +3,7 @@
  * ended.
  *
  *   mesh_run --programs DIR NAME [--nodes N] [--backend KIND]
- *            [--timeout-ms MS]
+ *            [--timeout-ms MS] [--nvjitlink DIR]
  *   mesh_run --print-target
  *
  * It reads the program's payload, picks the first backend of its manifest
@@ -11,6 +11,8 @@
  * launches N nodes (default: the manifest's), waits until they are done
  * (at most --timeout-ms, default 0 = no limit; then the program is halted)
  * and prints one line: "mesh_run: NAME: done ..." or "... crashed: why".
+ * --nvjitlink DIR: where the CUDA backend loads nvJitLink from (it sets
+ * MESH_NVJITLINK_DIR, which it overrides).
  * Exit status: 0 done, 1 crashed or failed to start, 2 usage, 3 timed out. */
 #include "mesh/driver.h"
 #include "mesh/executors.h"
@@ -19,12 +21,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 static int usage(void)
 {
     fprintf(stderr, "usage: mesh_run --programs DIR NAME [--nodes N] "
                     "[--backend native|cuda|wasm] [--timeout-ms MS]\n"
+                    "               [--nvjitlink DIR]\n"
                     "       mesh_run --print-target\n");
     return 2;
 }
@@ -76,6 +80,22 @@ int main(int argc, char **argv)
         } else if (strcmp(a, "--timeout-ms") == 0 && i + 1 < argc) {
             if (!parse_u32(argv[++i], &timeout_ms)) {
                 return usage();
+            }
+        } else if (strcmp(a, "--nvjitlink") == 0 && i + 1 < argc) {
+            const char *dir = argv[++i];
+            struct stat st;
+            if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
+                fprintf(stderr,
+                        "mesh_run: invalid: --nvjitlink %s is not a "
+                        "directory\n",
+                        dir);
+                return 2;
+            }
+            /* Read by the CUDA backend when it loads nvJitLink, on the JIT
+             * thread that does not exist yet. */
+            if (setenv("MESH_NVJITLINK_DIR", dir, 1) != 0) {
+                perror("mesh_run: setenv");
+                return 1;
             }
         } else if (a[0] != '-' && name == NULL) {
             name = a;

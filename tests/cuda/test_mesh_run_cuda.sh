@@ -1,0 +1,53 @@
+#!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
+# mesh_run on the CUDA backend against the stand-in driver
+# (tests/cuda/mock_cuda.c): a CUDA example runs end to end, and
+# --nvjitlink decides where nvJitLink comes from.
+set -u
+b=${top_builddir:-.}
+lib="$b/tests/cuda/.libs/libcudamock.so"
+run="$b/tools/mesh_run"
+cat="$b/examples/cuda/catalog"
+if [ ! -f "$lib" ]; then
+    echo "SKIP: $lib is not built"
+    exit 77
+fi
+dir=$(mktemp -d "${TMPDIR:-/tmp}/rig-mockcuda.XXXXXX") || exit 1
+trap 'rm -rf "$dir"' EXIT
+ln -s "$(cd "$(dirname "$lib")" && pwd)/libcudamock.so" "$dir/libcuda.so.1"
+mkdir "$dir/empty"
+LD_LIBRARY_PATH="$dir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export LD_LIBRARY_PATH
+unset MESH_NVJITLINK_DIR
+
+# The toolkit's nvJitLink (the default directory, or MESH_NVJITLINK_DIR as
+# the build found it): the pattern example runs to its end on 4 nodes.
+out=$("$run" --programs "$cat" pattern --backend cuda --timeout-ms 20000 2>&1)
+rc=$?
+echo "$out"
+if [ $rc -ne 0 ] && echo "$out" | grep -q 'no nvJitLink in'; then
+    echo "SKIP: no nvJitLink in the default directory"
+    exit 77
+fi
+test $rc -eq 0 || { echo "FAIL: mesh_run pattern exited $rc"; exit 1; }
+echo "$out" | grep -q 'mesh_run: pattern: done on cuda, 4 node(s)' ||
+    { echo "FAIL: no done line for pattern"; exit 1; }
+
+# --nvjitlink naming a directory without nvJitLink: the compile is refused
+# with that directory named, and MESH_NVJITLINK_DIR does not win over it.
+out=$(MESH_NVJITLINK_DIR=/usr/local/cuda/lib64 "$run" --programs "$cat" \
+    pattern --backend cuda --timeout-ms 20000 --nvjitlink "$dir/empty" 2>&1)
+rc=$?
+echo "$out"
+test $rc -eq 1 || { echo "FAIL: --nvjitlink to an empty dir exited $rc"; exit 1; }
+echo "$out" | grep -q "unsupported: no nvJitLink in $dir/empty" ||
+    { echo "FAIL: the refusal does not name --nvjitlink's directory"; exit 1; }
+
+# Not a directory: a usage error (exit 2) naming it.
+out=$("$run" --programs "$cat" pattern --nvjitlink "$dir/nothere" 2>&1)
+rc=$?
+echo "$out"
+test $rc -eq 2 || { echo "FAIL: --nvjitlink to nothing exited $rc"; exit 1; }
+echo "$out" | grep -q "invalid: --nvjitlink $dir/nothere is not a directory" ||
+    { echo "FAIL: no invalid: line"; exit 1; }
+echo "PASS"
