@@ -28,7 +28,11 @@
  *   includes: BACKEND_* are MESH_BACKEND_* and LOAD_REASONS is
  *   MESH_LOAD_REASONS in mesh/abi/backend.h; S_*, P_*, PX_* and PROG_SLOTS
  *   are in mesh/abi/control_block.h;
- * - `err` may be NULL everywhere (the message is then dropped).
+ * - `err` may be NULL everywhere (the message is then dropped);
+ * - two additions the spec lacks, so that a resident backend can refuse a
+ *   program before the driver halts anything: mesh_prepared's regs,
+ *   shared_static and local_bytes (what the compiler measured) and the
+ *   optional backend op admit (with its default, mesh_backend_admit).
  *
  * Threads: a backend and its kernels and streams are driven by one thread at
  * a time (the driver's); a compiler's prepare runs on the JIT thread and is
@@ -177,6 +181,12 @@ typedef struct {
     uint32_t exec;
     /* CUDA: the register cap it was compiled with (PX_REG_CAP); 0: none. */
     uint32_t reg_cap;
+    /* rig's addition.  CUDA: what the compiler measured for the entry
+     * kernel: registers per thread (0: unknown), static shared bytes per
+     * node, local (stack frame) bytes per thread; 0 elsewhere. */
+    uint32_t regs;
+    uint32_t shared_static;
+    uint32_t local_bytes;
 } mesh_prepared;
 
 static inline const char *mesh_prepared_dir(const mesh_prepared *p)
@@ -210,7 +220,7 @@ struct mesh_compiler {
 /* ---- the backend (Rust: trait Backend) -------------------------------- */
 
 typedef struct mesh_backend mesh_backend;
-/* Every op but the five marked optional is required; mesh_backend_open
+/* Every op but the six marked optional is required; mesh_backend_open
  * (mesh/executors.h) refuses a table that lacks one. */
 typedef struct {
     const mesh_caps *(*caps)(const mesh_backend *b);
@@ -269,6 +279,13 @@ typedef struct {
     /* Optional. A launch's nodes must be online within this many ms. NULL
      * op: 2000. */
     uint32_t (*online_timeout_ms)(const mesh_backend *b);
+    /* Optional (rig's addition). Whether nodes nodes of p may start in
+     * slot beside the programs running now; the driver asks after picking
+     * the slot and before it halts anything for the module change, and
+     * starts nothing on false. Nothing is loaded. Errors: "limits: " naming
+     * the program, "invalid: ". NULL op: true. */
+    bool (*admit)(const mesh_backend *b, const mesh_prepared *p, uint32_t nodes,
+                  uint32_t slot, char **err);
     /* Frees the backend (its exit paths have run cleanup already). */
     void (*destroy)(mesh_backend *b);
 } mesh_backend_ops;
@@ -286,6 +303,10 @@ bool mesh_backend_owns_halt(const mesh_backend *b);
 bool mesh_backend_reads_live(const mesh_backend *b);
 void mesh_backend_sample(const mesh_backend *b);
 uint32_t mesh_backend_online_timeout_ms(const mesh_backend *b);
+/* The admit op; true where it is NULL (or b is).  False with "invalid: "
+ * for a NULL p, nodes 0 or a slot past MESH_PROG_SLOTS. */
+bool mesh_backend_admit(const mesh_backend *b, const mesh_prepared *p,
+                        uint32_t nodes, uint32_t slot, char **err);
 /* Calls the destroy op, which frees b. */
 void mesh_backend_destroy(mesh_backend *b);
 

@@ -45,7 +45,8 @@ bool mesh_driver_prepare(mesh_driver *d, mesh_payload *src,
 /* Loads prepared p into a free slot and launches nodes nodes (0: the
  * manifest's), then waits until all are online.  Consumes p (freed whatever
  * happens).  On success *slot is the program's slot.  Errors: "limits: "
- * (no free slot, nodes above MESH_MANIFEST_MAX_NODES), "timeout: " (not all
+ * (no free slot, nodes above MESH_MANIFEST_MAX_NODES, the backend's admit
+ * refusing: then no running program was halted), "timeout: " (not all
  * nodes online in time; the program is unloaded), "load: " (a node crashed
  * or reported an error before going online), the backend's errors. */
 bool mesh_driver_start(mesh_driver *d, mesh_prepared *p, uint32_t nodes,

@@ -206,6 +206,22 @@ uint32_t mesh_backend_online_timeout_ms(const mesh_backend *b)
     return b->ops->online_timeout_ms(b);
 }
 
+bool mesh_backend_admit(const mesh_backend *b, const mesh_prepared *p,
+                        uint32_t nodes, uint32_t slot, char **err)
+{
+    if (p == NULL || nodes == 0 || slot >= MESH_PROG_SLOTS) {
+        return rig_err(err,
+                       "invalid: mesh_backend_admit: %s (nodes %u, slot "
+                       "%u)",
+                       p == NULL ? "prepared is NULL" : "no nodes or no slot",
+                       nodes, slot);
+    }
+    if (b == NULL || b->ops == NULL || b->ops->admit == NULL) {
+        return true;
+    }
+    return b->ops->admit(b, p, nodes, slot, err);
+}
+
 void mesh_backend_destroy(mesh_backend *b)
 {
     if (b != NULL && b->ops != NULL && b->ops->destroy != NULL) {

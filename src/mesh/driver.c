@@ -318,6 +318,12 @@ bool mesh_driver_start(mesh_driver *d, mesh_prepared *p, uint32_t nodes,
         mesh_prepared_free(p);
         return false;
     }
+    /* Refused before anything halts: a program that cannot run must not
+     * blink the running ones. */
+    if (!mesh_backend_admit(d->b, p, nodes, s, err)) {
+        mesh_prepared_free(p);
+        return false;
+    }
     drv_slot *ds = &d->slots[s];
     ds->name = strdup(p->manifest.name != NULL ? p->manifest.name : "?");
     if (ds->name == NULL) {

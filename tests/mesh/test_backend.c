@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* Unit tests of the spec's free functions, the backend table, the cleanup
- * registry and the driver's module scope (with a fake backend). */
+ * registry and the driver's module scope and admission (with a fake
+ * backend). */
 #include "mesh/driver.h"
 #include "mesh/executors.h"
 
@@ -125,6 +126,16 @@ static void test_wrappers(void)
     T_EQ_U(mesh_backend_online_timeout_ms(&b), 2000);
     mesh_backend_sample(&b);
     mesh_backend_destroy(NULL);
+
+    /* admit: true without the op; its arguments checked either way. */
+    memset(&p, 0, sizeof(p));
+    T_OK(mesh_backend_admit(&b, &p, 1, 0, &err), err);
+    T_OK(mesh_backend_admit(NULL, &p, 1, 0, &err), err);
+    T_ERR(mesh_backend_admit(&b, NULL, 1, 0, &err), err,
+          "invalid: mesh_backend_admit: prepared is NULL");
+    T_ERR(mesh_backend_admit(&b, &p, 0, 0, &err), err, "invalid: ");
+    T_ERR(mesh_backend_admit(&b, &p, 1, MESH_PROG_SLOTS, &err), err,
+          "invalid: ");
 }
 
 /* ---- picking ------------------------------------------------------------ */
@@ -435,6 +446,9 @@ typedef struct {
     mesh_compiler comp;
     bool isolated;
     int launches[MESH_PROG_SLOTS];
+    bool refuse; /* admit says no */
+    int admits;
+    uint32_t admit_nodes, admit_slot;
 } fake;
 
 static fake *fk(const mesh_backend *b)
@@ -569,6 +583,26 @@ static bool f_scope(const mesh_backend *b, bool has_slot, uint32_t slot,
     *scope = has_slot ? slot : MESH_NO_SLOT;
     return true;
 }
+static bool f_admit(const mesh_backend *b, const mesh_prepared *p,
+                    uint32_t nodes, uint32_t slot, char **err)
+{
+    fake *f = fk(b);
+    f->admits++;
+    f->admit_nodes = nodes;
+    f->admit_slot = slot;
+    /* Asked before anything halts: every running slot still runs. */
+    for (uint32_t i = 0; i < MESH_PROG_SLOTS; i++) {
+        T_EQ_U(atomic_load(&f->cb.slot[i].halt), 0);
+    }
+    if (f->refuse) {
+        if (err != NULL && asprintf(err, "limits: program %s does not fit",
+                                    p->manifest.name) < 0) {
+            *err = NULL;
+        }
+        return false;
+    }
+    return true;
+}
 static void f_destroy(mesh_backend *b)
 {
     (void)b;
@@ -590,8 +624,23 @@ static const mesh_backend_ops fake_ops = {
     .stack_limit = f_stack,
     .set_stack_limit = f_set_stack,
     .module_scope = f_scope,
+    .admit = f_admit,
     .destroy = f_destroy,
 };
+
+static bool fake_prepare(mesh_driver *d, const char *name, mesh_prepared *pr)
+{
+    char json[160];
+    snprintf(json, sizeof(json),
+             "{\"name\": \"%s\", \"abi\": 1, \"backends\": [\"cuda\"]}", name);
+    mesh_payload p;
+    char *err = NULL;
+    T_OK(mesh_payload_init(&p, name, &err), err);
+    T_OK(mesh_payload_add(&p, "manifest.json", json, strlen(json), &err), err);
+    bool ok = mesh_driver_prepare(d, &p, NULL, NULL, pr, &err);
+    T_OK(ok, err);
+    return ok;
+}
 
 static bool fake_start(mesh_driver *d, const char *name, uint32_t *slot)
 {
@@ -653,6 +702,52 @@ static void test_scope_blink(void)
     scope_case(false);
 }
 
+/* A program the backend does not admit halts nothing and takes no slot. */
+static void test_admit_refused(void)
+{
+    fake *f = calloc(1, sizeof(*f));
+    f->caps.kind = MESH_BACKEND_CUDA;
+    f->comp.ops = &f_cops;
+    mesh_backend b = {.ops = &fake_ops, .self = f};
+    mesh_driver *d = NULL;
+    mesh_prepared pr;
+    char *err = NULL;
+    uint32_t a = 99, c = 99;
+    T_OK(mesh_driver_open(&b, &d, &err), err);
+    if (d == NULL || !fake_start(d, "pa", &a)) {
+        mesh_driver_close(d);
+        free(f);
+        return;
+    }
+    T_EQ_U(f->admits, 1);
+    T_EQ_U(f->launches[0], 1);
+    uint32_t launch_word = atomic_load(&f->cb.slot[0].launch);
+    f->refuse = true;
+    if (fake_prepare(d, "pb", &pr)) {
+        T_ERR(mesh_driver_start(d, &pr, 3, &c, &err), err,
+              "limits: program pb does not fit");
+    }
+    T_EQ_U(c, 99);
+    T_EQ_U(f->admits, 2);
+    T_EQ_U(f->admit_nodes, 3);
+    T_EQ_U(f->admit_slot, 1);
+    /* pa was neither halted nor relaunched; slot 1 stayed free. */
+    T_EQ_U(f->launches[0], 1);
+    T_EQ_U(atomic_load(&f->cb.slot[0].launch), launch_word);
+    T_EQ_U(atomic_load(&f->cb.slot[0].halt), 0);
+    T_EQ_U(atomic_load(&f->cb.slot[0].state), MESH_SLOT_RUNNING);
+    T_EQ_U(f->launches[1], 0);
+    T_TRUE(mesh_driver_program(d, 1) == NULL);
+    /* Admitted again, the next program blinks pa as a blink backend does. */
+    f->refuse = false;
+    T_TRUE(fake_start(d, "pc", &c));
+    T_EQ_U(c, 1);
+    T_EQ_U(f->launches[0], 2);
+    T_EQ_U(f->launches[1], 1);
+    mesh_driver_close(d);
+    free(f);
+}
+
 int main(void)
 {
     if (CU_initialize_registry() != CUE_SUCCESS) {
@@ -669,5 +764,6 @@ int main(void)
     CU_add_test(s, "prepare_any", test_prepare_any);
     CU_add_test(s, "module scope: isolated", test_scope_isolated);
     CU_add_test(s, "module scope: blink", test_scope_blink);
+    CU_add_test(s, "admit refuses before the blink", test_admit_refused);
     return t_run_registry();
 }
