@@ -39,11 +39,12 @@ meshinclude_HEADERS += include/mesh/backend.h \
 	include/mesh/worker.h
 meshabiinclude_HEADERS += include/mesh/abi/backend.h \
 	include/mesh/abi/control_block.h
-noinst_HEADERS += src/mesh/mesh_internal.h
+noinst_HEADERS += src/mesh/mesh_internal.h src/mesh/child_internal.h
 
 noinst_LTLIBRARIES += src/mesh/libmesh.la
 src_mesh_libmesh_la_SOURCES = \
 	src/mesh/backend.c \
+	src/mesh/child.c \
 	src/mesh/cleanup.c \
 	src/mesh/driver.c \
 	src/mesh/loader.c \

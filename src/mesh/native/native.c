@@ -20,6 +20,7 @@
  *   Nodes also watch the host's pid and leave when it is gone.
  * - The words of a slot are the driver's to reset before a launch; the
  *   backend only starts, watches and stops processes. */
+#include "../child_internal.h"
 #include "../mesh_internal.h"
 
 #include "mesh/backend.h"
@@ -53,42 +54,12 @@ extern char **environ;
 
 #define LIVE_MAX (MESH_PROG_SLOTS * MESH_MANIFEST_MAX_NODES)
 
-static _Atomic pid_t live_pids[LIVE_MAX];
-static _Atomic pid_t live_owner;
+MESH_CHILD_TABLE(live, LIVE_MAX);
 
-static bool live_add(pid_t pid)
-{
-    for (size_t i = 0; i < LIVE_MAX; i++) {
-        pid_t want = 0;
-        if (atomic_compare_exchange_strong(&live_pids[i], &want, pid)) {
-            return true;
-        }
-    }
-    return false;
-}
-
-static void live_remove(pid_t pid)
-{
-    for (size_t i = 0; i < LIVE_MAX; i++) {
-        pid_t want = pid;
-        if (atomic_compare_exchange_strong(&live_pids[i], &want, 0)) {
-            return;
-        }
-    }
-}
-
-/* Async-signal-safe: atomics, getpid and kill only. */
+/* Async-signal-safe (mesh_child_kill_all). */
 static void native_cleanup(void)
 {
-    if (atomic_load(&live_owner) != getpid()) {
-        return;
-    }
-    for (size_t i = 0; i < LIVE_MAX; i++) {
-        pid_t pid = atomic_exchange(&live_pids[i], 0);
-        if (pid > 0) {
-            kill(pid, SIGKILL);
-        }
-    }
+    mesh_child_kill_all(&live, 0);
 }
 
 /* ---- types -------------------------------------------------------------- */
@@ -128,14 +99,6 @@ static native_backend *nb_of(const mesh_backend *b)
     return (native_backend *)b->self;
 }
 
-static void sleep_ms(uint32_t ms)
-{
-    struct timespec ts = {.tv_sec = ms / 1000,
-                          .tv_nsec = (long)(ms % 1000) * 1000000L};
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
-    }
-}
-
 /* ---- nodes -------------------------------------------------------------- */
 
 /* Reaps the image's exited nodes without blocking. */
@@ -143,22 +106,9 @@ static void reap(native_image *im)
 {
     for (uint32_t i = 0; i < im->nodes && im->live > 0; i++) {
         pid_t pid = im->pids[i];
-        if (pid <= 0) {
-            continue;
-        }
-        siginfo_t si;
-        memset(&si, 0, sizeof(si));
-        int r = waitid(P_PID, (id_t)pid, &si, WEXITED | WNOHANG | WNOWAIT);
-        if (r == 0 && si.si_pid == 0) {
-            continue; /* still running */
-        }
-        /* Gone (or reaped behind our back: ECHILD): forget it before
-         * reaping, so the cleanup never signals a recycled pid. */
-        live_remove(pid);
         int status = 0;
-        if (r == 0) {
-            while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-            }
+        if (pid <= 0 || !mesh_child_reap(&live, pid, &status)) {
+            continue;
         }
         im->status[i] = status;
         im->pids[i] = 0;
@@ -188,7 +138,7 @@ static bool reap_within(native_image *im, uint32_t ms)
         if (rig_now_ns() >= deadline) {
             return false;
         }
-        sleep_ms(nap);
+        mesh_child_sleep_ms(nap);
         nap = nap < 8 ? nap * 2 : nap;
     }
 }
@@ -702,8 +652,6 @@ static bool op_launch(const mesh_backend *b, const mesh_stream *st,
     im->launched = true;
     im->crash_reported = false;
     nb->slots[slot] = im;
-    /* The cleanup acts only in the process that started the nodes. */
-    atomic_store(&live_owner, getpid());
     for (uint32_t i = 0; i < nodes; i++) {
         char **env = node_env(im, slot, i, nodes);
         if (env == NULL) {
@@ -725,7 +673,7 @@ static bool op_launch(const mesh_backend *b, const mesh_stream *st,
         }
         im->pids[i] = pid;
         im->live++;
-        if (!live_add(pid)) {
+        if (!mesh_child_add(&live, pid)) {
             stop_nodes(im, 0, 0);
             return rig_err(err, "limits: more than %u live native nodes",
                            (unsigned)LIVE_MAX);
@@ -762,17 +710,13 @@ static char *op_crashed(const mesh_backend *b, const mesh_stream *st,
         if (im->pids[i] != 0) {
             continue;
         }
-        int st_ = im->status[i];
-        char *why = NULL;
-        int n = -1;
-        if (WIFSIGNALED(st_)) {
-            n = asprintf(&why, "node %u killed by signal %d", i, WTERMSIG(st_));
-        } else if (WIFEXITED(st_) && WEXITSTATUS(st_) != 0) {
-            n = asprintf(&why, "node %u exited with status %d", i,
-                         WEXITSTATUS(st_));
-        } else {
+        char *what = mesh_child_why(im->status[i]);
+        if (what == NULL) {
             continue;
         }
+        char *why = NULL;
+        int n = asprintf(&why, "node %u %s", i, what);
+        free(what);
         im->crash_reported = true;
         return n < 0 ? NULL : why;
     }

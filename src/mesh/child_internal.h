@@ -1,0 +1,57 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* Child processes the executors start (native nodes, CUDA MPS workers).
+ *
+ * Each executor keeps its live children's pids in a process-wide table of
+ * its own, so that its cleanup (mesh_backend_on_cleanup) can kill them from
+ * any exit path, in the executor's order.  Children are reaped by pid only
+ * (waitid on that pid), so the application's other children are left
+ * alone, and a pid leaves the table before it is reaped, so a cleanup never
+ * signals a recycled pid.  Only src/mesh includes this. */
+#ifndef MESH_CHILD_INTERNAL_H
+#define MESH_CHILD_INTERNAL_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+/* A table of live children; define one with MESH_CHILD_TABLE. */
+typedef struct {
+    _Atomic pid_t *pids; /* 0: a free entry */
+    size_t cap;
+    _Atomic pid_t owner; /* the process that added the children */
+} mesh_child_table;
+
+/* A static table of n entries, zero (empty) at start. */
+#define MESH_CHILD_TABLE(name, n)                                              \
+    static _Atomic pid_t name##_pids_[n];                                      \
+    static mesh_child_table name = {.pids = name##_pids_, .cap = (n)}
+
+/* Adds pid (any thread); the calling process becomes the owner.  False
+ * when the table is full. */
+bool mesh_child_add(mesh_child_table *t, pid_t pid);
+
+/* Reaps pid if it has ended, without blocking: true when it is gone, with
+ * its wait status in *status (0 when someone else reaped it); false while
+ * it runs.  The pid leaves t (may be NULL) before it is reaped. */
+bool mesh_child_reap(mesh_child_table *t, pid_t pid, int *status);
+
+/* Reaps pid, waiting at most ms: true when it is gone (as mesh_child_reap). */
+bool mesh_child_reap_within(mesh_child_table *t, pid_t pid, uint32_t ms,
+                            int *status);
+
+/* SIGKILLs every child in t, then, when reap_ms is not 0, reaps them,
+ * waiting at most reap_ms for each; t is empty afterwards.  Acts only in
+ * the owner process (not in a forked child of it).  Async-signal-safe: a
+ * cleanup may call it from a signal handler. */
+void mesh_child_kill_all(mesh_child_table *t, uint32_t reap_ms);
+
+/* What a wait status says went wrong (malloc'd): "killed by signal 9",
+ * "exited with status 3"; NULL for a clean exit (or no memory). */
+char *mesh_child_why(int status);
+
+/* Sleeps ms milliseconds (EINTR resumes); async-signal-safe. */
+void mesh_child_sleep_ms(uint32_t ms);
+
+#endif
