@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static mesh_compiler *sm90;
 
@@ -53,8 +54,10 @@ static void payload(mesh_payload *p, const char *name, const char *manifest,
     }
 }
 
+/* use NULL: no info log asked for. */
 static bool compile_file(const char *path, const char *arch, uint32_t cap,
-                         const char *kernel, mesh_cubin_info *info)
+                         const char *kernel, mesh_cubin_info *info,
+                         mesh_njl_usage *use)
 {
     mesh_njl_lib j;
     char *err = NULL;
@@ -66,14 +69,24 @@ static bool compile_file(const char *path, const char *arch, uint32_t cap,
     if (ptx == NULL || j.lib == NULL) {
         goto out;
     }
+    char *log = NULL;
     T_OK(mesh_njl_compile(&j, arch, cap, path, ptx, ptx_len, &cubin, &cubin_len,
-                          NULL, &err),
+                          use != NULL ? &log : NULL, &err),
          err);
     if (cubin != NULL) {
         T_TRUE(cubin_len > 64 && memcmp(cubin, "\177ELF", 4) == 0);
         T_OK(mesh_cubin_inspect(cubin, cubin_len, kernel, info, &err), err);
         ok = err == NULL;
     }
+    if (use != NULL) {
+        bool parsed = mesh_njl_usage_parse(log, kernel, use);
+        if (!parsed) {
+            T_FAILF("no usage of %s in the info log: %s", kernel,
+                    log != NULL ? log : "(null)");
+        }
+        ok = ok && parsed;
+    }
+    free(log);
     mesh_njl_lib_close(&j);
 out:
     free(ptx);
@@ -153,13 +166,13 @@ static void test_compile_examples(void)
         mesh_cubin_info info;
         memset(&info, 0, sizeof(info));
         T_TRUE(compile_file(CUDA_EXAMPLES_DIR "/counter/counter.ptx", archs[i],
-                            0, "counter", &info));
+                            0, "counter", &info, NULL));
         T_TRUE(info.regs > 0 && info.regs <= 255);
         T_TRUE(info.has_abi);
         T_EQ_U(info.abi, MESH_RT_ABI_VERSION);
         memset(&info, 0, sizeof(info));
         T_TRUE(compile_file(CUDA_EXAMPLES_DIR "/pattern/pattern.ptx", archs[i],
-                            0, "pattern", &info));
+                            0, "pattern", &info, NULL));
         T_TRUE(info.regs > 0);
         T_EQ_U(info.abi, MESH_RT_ABI_VERSION);
     }
@@ -173,9 +186,9 @@ static void test_reg_cap(void)
         memset(&free_regs, 0, sizeof(free_regs));
         memset(&capped, 0, sizeof(capped));
         T_TRUE(compile_file(CUDA_TEST_DATA "/greedy/greedy.ptx", archs[i], 0,
-                            "greedy", &free_regs));
+                            "greedy", &free_regs, NULL));
         T_TRUE(compile_file(CUDA_TEST_DATA "/greedy/greedy.ptx", archs[i], 32,
-                            "greedy", &capped));
+                            "greedy", &capped, NULL));
         printf("  %s greedy: %u registers free, %u capped at 32\n", archs[i],
                free_regs.regs, capped.regs);
         if (free_regs.regs <= 32) {
@@ -187,6 +200,185 @@ static void test_reg_cap(void)
             T_FAILF("cap 32 not honoured: %u registers", capped.regs);
         }
     }
+}
+
+/* ptxas of the toolkit the nvJitLink under test comes from (its
+ * lib64/../bin), malloc'd; NULL where there is none. */
+static char *ptxas_path(void)
+{
+    mesh_njl_lib j;
+    char *err = NULL, *ptxas = NULL;
+    if (!mesh_njl_lib_open(&j, NULL, &err)) {
+        free(err);
+        return NULL;
+    }
+    const char *slash = strrchr(j.path, '/');
+    if (slash != NULL && asprintf(&ptxas, "%.*s/../bin/ptxas",
+                                  (int)(slash - j.path), j.path) < 0) {
+        ptxas = NULL;
+    }
+    mesh_njl_lib_close(&j);
+    if (ptxas != NULL && access(ptxas, X_OK) != 0) {
+        free(ptxas);
+        ptxas = NULL;
+    }
+    return ptxas;
+}
+
+/* Runs ptxas -v on path: the registers and static shared bytes it reports
+ * for kernel.  Read here on its own, not with the reader under test. */
+static bool ptxas_usage(const char *ptxas, const char *path, const char *arch,
+                        uint32_t cap, const char *kernel, uint32_t *regs,
+                        uint32_t *smem)
+{
+    char *cmd = NULL;
+    char capopt[32] = "";
+    if (cap != 0) {
+        snprintf(capopt, sizeof(capopt), "-maxrregcount=%u", cap);
+    }
+    if (asprintf(&cmd, "'%s' -v -arch=%s %s -o /dev/null '%s' 2>&1", ptxas,
+                 arch, capopt, path) < 0) {
+        return false;
+    }
+    FILE *f = popen(cmd, "r");
+    free(cmd);
+    if (f == NULL) {
+        return false;
+    }
+    char line[512], want[160];
+    snprintf(want, sizeof(want), "Compiling entry function '%s'", kernel);
+    bool entry = false, found = false;
+    while (fgets(line, sizeof(line), f) != NULL) {
+        if (strstr(line, "Compiling entry function") != NULL) {
+            entry = strstr(line, want) != NULL;
+        }
+        const char *used = strstr(line, "Used ");
+        if (entry && !found && used != NULL &&
+            sscanf(used, "Used %u registers", regs) == 1) {
+            const char *sm = strstr(used, "bytes smem");
+            *smem = 0;
+            while (sm != NULL && sm > used && sm[-1] == ' ') {
+                sm--;
+            }
+            while (sm != NULL && sm > used && sm[-1] >= '0' && sm[-1] <= '9') {
+                sm--;
+            }
+            if (sm != NULL) {
+                *smem = (uint32_t)strtoul(sm, NULL, 10);
+            }
+            found = true;
+        }
+    }
+    return pclose(f) == 0 && found;
+}
+
+/* The registers read from nvJitLink's -verbose log are ptxas -v's for the
+ * same PTX (checked with ptxas 13.0 by hand, sm_90: counter 10, pattern
+ * 16, greedy 215, and 32 under -maxrregcount=32) and the cubin's
+ * EIATTR_REGCOUNT; a cap is honoured. */
+static void test_usage_vs_ptxas(void)
+{
+    static const struct {
+        const char *path, *kernel;
+        uint32_t cap;
+    } cases[] = {
+        {CUDA_EXAMPLES_DIR "/counter/counter.ptx", "counter", 0},
+        {CUDA_EXAMPLES_DIR "/pattern/pattern.ptx", "pattern", 0},
+        {CUDA_TEST_DATA "/greedy/greedy.ptx", "greedy", 0},
+        {CUDA_TEST_DATA "/greedy/greedy.ptx", "greedy", 32},
+    };
+    static const char *const archs[] = {"sm_90", "sm_80"};
+    char *ptxas = ptxas_path();
+    if (ptxas == NULL) {
+        printf("  (no ptxas beside nvJitLink: compared with the cubin "
+               "only)\n");
+    }
+    for (size_t a = 0; a < 2; a++) {
+        for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+            mesh_cubin_info info;
+            mesh_njl_usage use;
+            memset(&info, 0, sizeof(info));
+            memset(&use, 0, sizeof(use));
+            if (!compile_file(cases[i].path, archs[a], cases[i].cap,
+                              cases[i].kernel, &info, &use)) {
+                continue;
+            }
+            T_TRUE(use.regs > 0);
+            T_EQ_U(use.regs, info.regs);
+            if (cases[i].cap != 0 && use.regs > cases[i].cap) {
+                T_FAILF("cap %u not honoured: %u registers", cases[i].cap,
+                        use.regs);
+            }
+            uint32_t pregs = 0, psmem = 0;
+            bool ran = ptxas != NULL &&
+                       ptxas_usage(ptxas, cases[i].path, archs[a], cases[i].cap,
+                                   cases[i].kernel, &pregs, &psmem);
+            T_TRUE(ptxas == NULL || ran);
+            /* Static shared memory is not compared: the linker behind
+             * nvJitLink packs the variables (pattern: 12 B, as its cubin's
+             * .nv.shared section says) where ptxas alone pads (16 B). */
+            if (ran) {
+                T_EQ_U(use.regs, pregs);
+            }
+            printf("  %s %s cap %u: log %u registers, %u B smem, %u B stack; "
+                   "cubin %u; ptxas -v %u registers, %u B smem\n",
+                   archs[a], cases[i].kernel, cases[i].cap, use.regs,
+                   use.shared, use.stack, info.regs, pregs, psmem);
+        }
+    }
+    free(ptxas);
+}
+
+/* The log reader on logs written here: the entry named, not the others;
+ * ptxas's lines, not the linker's summary; unknown formats refused. */
+static void test_usage_parse(void)
+{
+    static const char two[] =
+        "ptxas info    : 4 bytes gmem\n"
+        "ptxas info    : Compiling entry function 'other' for 'sm_90'\n"
+        "ptxas info    : Function properties for other\n"
+        "ptxas         .     16 bytes stack frame, 0 bytes spill stores\n"
+        "ptxas info    : Used 40 registers, used 0 barriers, 64 bytes smem\n"
+        "ptxas info    : Compiling entry function 'k' for 'sm_90'\n"
+        "ptxas info    : Function properties for helper\n"
+        "ptxas         .     99 bytes stack frame, 0 bytes spill stores\n"
+        "ptxas info    : Function properties for k\n"
+        "ptxas         .     24 bytes stack frame, 8 bytes spill stores\n"
+        "ptxas info    : Used 12 registers, used 1 barriers, 128 bytes smem, "
+        "376 bytes cmem[0]\n"
+        "info    : Function properties for 'k':\n"
+        "info    : used 99 registers, 0 stack, 1152 bytes smem\n";
+    mesh_njl_usage u = {7, 7, 7};
+    T_TRUE(mesh_njl_usage_parse(two, "k", &u));
+    T_EQ_U(u.regs, 12);
+    T_EQ_U(u.shared, 128);
+    T_EQ_U(u.stack, 24);
+    T_TRUE(mesh_njl_usage_parse(two, "other", &u));
+    T_EQ_U(u.regs, 40);
+    T_EQ_U(u.shared, 64);
+    T_EQ_U(u.stack, 16);
+    /* A prefix of a name is not the name. */
+    u.regs = 7;
+    T_TRUE(!mesh_njl_usage_parse(two, "oth", &u));
+    T_TRUE(!mesh_njl_usage_parse(two, "kk", &u));
+    T_EQ_U(u.regs, 7);
+    /* No smem item: none; only the linker's summary: unknown. */
+    T_TRUE(mesh_njl_usage_parse(
+        "ptxas info    : Compiling entry function 'g' for 'sm_80'\n"
+        "ptxas info    : Used 255 registers, used 0 barriers",
+        "g", &u));
+    T_EQ_U(u.regs, 255);
+    T_EQ_U(u.shared, 0);
+    T_EQ_U(u.stack, 0);
+    T_TRUE(!mesh_njl_usage_parse(
+        "info    : Function properties for 'g':\n"
+        "info    : used 10 registers, 0 stack, 1032 bytes smem\n",
+        "g", &u));
+    T_TRUE(!mesh_njl_usage_parse("", "g", &u));
+    T_TRUE(!mesh_njl_usage_parse(NULL, "g", &u));
+    T_TRUE(!mesh_njl_usage_parse(two, NULL, &u));
+    T_TRUE(!mesh_njl_usage_parse(two, "", &u));
+    T_TRUE(!mesh_njl_usage_parse(two, "k", NULL));
 }
 
 static void test_broken(void)
@@ -251,6 +443,15 @@ static void test_prepare_example(void)
     T_TRUE(strcmp(p.manifest.entry, "counter") == 0);
     T_TRUE(mesh_payload_find(&p.src, "counter.ptx") != NULL);
     T_TRUE(src.files == NULL); /* moved */
+    /* What the admission check reads: the cubin's registers, ptxas's. */
+    mesh_cubin_info info;
+    T_OK(mesh_cubin_inspect(p.code, p.code_len, "counter", &info, &err), err);
+    T_TRUE(p.regs > 0);
+    T_EQ_U(p.regs, info.regs);
+    T_TRUE(p.shared_static > 0); /* the kernel's __shared__ words */
+    printf("  prepared counter: %u registers, %u B static shared, %u B "
+           "stack\n",
+           p.regs, p.shared_static, p.local_bytes);
     mesh_prepared_free(&p);
 }
 
@@ -337,6 +538,7 @@ static void test_prepare_refusals(void)
         T_OK(mesh_cubin_inspect(p.code, p.code_len, "greedy", &info, &err),
              err);
         T_TRUE(info.regs > 0 && info.regs <= 40);
+        T_EQ_U(p.regs, info.regs);
         mesh_prepared_free(&p);
     }
 
@@ -382,6 +584,8 @@ int main(void)
     CU_add_test(s, "nvJitLink missing", test_njl_missing);
     CU_add_test(s, "compile examples sm_90 sm_80", test_compile_examples);
     CU_add_test(s, "register cap honoured", test_reg_cap);
+    CU_add_test(s, "registers from the log = ptxas -v", test_usage_vs_ptxas);
+    CU_add_test(s, "info log reader", test_usage_parse);
     CU_add_test(s, "broken PTX refused", test_broken);
     CU_add_test(s, "cubin reader refuses garbage", test_inspect_garbage);
     CU_add_test(s, "prepare an example", test_prepare_example);

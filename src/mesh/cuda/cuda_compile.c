@@ -10,7 +10,10 @@
  * GPU as well as at load.  The cubin reader is a minimal ELF64 walk: the
  * register count is the EIATTR_REGCOUNT attribute of .nv.info (else the
  * high byte of the kernel's .text section's sh_info, where ptxas also
- * records it). */
+ * records it).  The compile asks for nvJitLink's -verbose info log, whose
+ * ptxas lines give the entry's registers, static shared memory and stack
+ * frame: kept with the prepared program, they let the backend admit or
+ * refuse it without loading a module. */
 #include "cuda_internal.h"
 
 #include "../../abi/util_internal.h"
@@ -59,13 +62,16 @@ bool mesh_njl_compile(const mesh_njl_lib *j, const char *arch, uint32_t reg_cap,
         return rig_err(err, "invalid: mesh_njl_compile: NULL argument");
     }
     char opt_arch[32], opt_regs[32];
-    const char *opts[2];
+    const char *opts[3];
     uint32_t nopts = 0;
     snprintf(opt_arch, sizeof(opt_arch), "-arch=%s", arch);
     opts[nopts++] = opt_arch;
     if (reg_cap != 0) {
         snprintf(opt_regs, sizeof(opt_regs), "-maxrregcount=%u", reg_cap);
         opts[nopts++] = opt_regs;
+    }
+    if (info != NULL) {
+        opts[nopts++] = "-verbose"; /* ptxas's resource lines in the log */
     }
     /* nvJitLink reads PTX as text: hand it a terminated copy. */
     char *text = malloc(len + 1);
@@ -124,6 +130,72 @@ out_free:
     free(log);
     free(text);
     return ok;
+}
+
+/* The decimal number that ends just before at (at > start), or 0. */
+static uint32_t number_before(const char *start, const char *at)
+{
+    const char *d = at;
+    while (d > start && isdigit((unsigned char)d[-1])) {
+        d--;
+    }
+    unsigned long v = d < at ? strtoul(d, NULL, 10) : 0;
+    return v > UINT32_MAX ? UINT32_MAX : (uint32_t)v;
+}
+
+bool mesh_njl_usage_parse(const char *log, const char *kernel,
+                          mesh_njl_usage *out)
+{
+    if (log == NULL || kernel == NULL || kernel[0] == '\0' || out == NULL) {
+        return false;
+    }
+    static const char entry[] = "Compiling entry function '";
+    static const char props[] = "Function properties for ";
+    size_t klen = strlen(kernel);
+    mesh_njl_usage u = {0};
+    bool in_entry = false, in_props = false;
+    char line[512];
+    for (const char *p = log; *p != '\0';) {
+        size_t n = strcspn(p, "\n");
+        /* Longer lines are none of ptxas's resource lines. */
+        if (n >= sizeof(line)) {
+            n = 0;
+        }
+        memcpy(line, p, n);
+        line[n] = '\0';
+        p += strcspn(p, "\n");
+        p += *p == '\n';
+        const char *at = strstr(line, entry);
+        if (at != NULL) {
+            at += sizeof(entry) - 1;
+            in_entry = strncmp(at, kernel, klen) == 0 && at[klen] == '\'';
+            in_props = false;
+            continue;
+        }
+        if (!in_entry) {
+            continue;
+        }
+        /* ptxas names the function bare; the linker's summary that follows
+         * quotes it (and says "used", lower case): only ptxas's lines count. */
+        if ((at = strstr(line, props)) != NULL) {
+            in_props = strcmp(at + sizeof(props) - 1, kernel) == 0;
+        } else if (in_props &&
+                   (at = strstr(line, " bytes stack frame")) != NULL) {
+            u.stack = number_before(line, at);
+            in_props = false;
+        } else if ((at = strstr(line, ": Used ")) != NULL) {
+            if (sscanf(at, ": Used %u registers", &u.regs) != 1) {
+                return false;
+            }
+            const char *smem = strstr(at, " bytes smem");
+            if (smem != NULL) {
+                u.shared = number_before(at, smem);
+            }
+            *out = u;
+            return true;
+        }
+    }
+    return false;
 }
 
 /* ---- the cubin ---------------------------------------------------------- */
@@ -393,12 +465,18 @@ static bool cuda_prepare(const mesh_compiler *c, mesh_payload *src,
         goto err_free;
     }
     uint64_t t0 = rig_now_ns();
+    char *log = NULL;
     if (!mesh_njl_compile(&cc->njl, cc->arch, m.reg_cap, m.ptx, f->data, f->len,
-                          &cubin, &cubin_len, NULL, err)) {
+                          &cubin, &cubin_len, &log, err)) {
         rig_err_wrap(err, "program %s for %s", m.name, cc->arch);
         goto err_free;
     }
     double ms = (double)(rig_now_ns() - t0) / 1e6;
+    /* ptxas's account of the entry, for the backend's admission check;
+     * none (regs 0) where the log's format is not understood. */
+    mesh_njl_usage use = {0};
+    mesh_njl_usage_parse(log, m.entry, &use);
+    free(log);
     mesh_cubin_info info;
     if (!mesh_cubin_inspect(cubin, cubin_len, m.entry, &info, err)) {
         rig_err_wrap(err, "program %s", m.name);
@@ -426,6 +504,12 @@ static bool cuda_prepare(const mesh_compiler *c, mesh_payload *src,
     out->kernel = NULL;
     out->exec = MESH_BACKEND_CUDA;
     out->reg_cap = m.reg_cap;
+    /* The cubin's EIATTR_REGCOUNT is what the driver allocates; ptxas's
+     * log says the same, and where they ever differ the larger is the one
+     * an admission check must assume. */
+    out->regs = use.regs != 0 && info.regs > use.regs ? info.regs : use.regs;
+    out->shared_static = use.shared;
+    out->local_bytes = use.stack;
     return true;
 err_free:
     free(cubin);

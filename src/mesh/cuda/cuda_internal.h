@@ -161,12 +161,29 @@ bool mesh_njl_check(nvJitLinkResult r, const char *reason, const char *call,
 /* Compiles len bytes of PTX (name for messages) into a cubin for arch
  * ("sm_90"), capping registers at reg_cap (0: no cap).  *cubin is
  * malloc'd; *info (may be NULL) gets nvJitLink's info log (malloc'd, may
- * be empty).  Errors: "compile: " with nvJitLink's error log, "nomem: ",
- * "invalid: ". */
+ * be empty), for which the compile runs with -verbose: the log then holds
+ * ptxas's resource lines (mesh_njl_usage_parse).  Errors: "compile: " with
+ * nvJitLink's error log, "nomem: ", "invalid: ". */
 bool mesh_njl_compile(const mesh_njl_lib *j, const char *arch, uint32_t reg_cap,
                       const char *name, const void *ptx, size_t len,
                       uint8_t **cubin, size_t *cubin_len, char **info,
                       char **err);
+
+/* What ptxas reported for one entry kernel. */
+typedef struct {
+    uint32_t regs;   /* registers per thread */
+    uint32_t shared; /* static shared bytes per block (the kernel's own) */
+    uint32_t stack;  /* stack frame bytes per thread */
+} mesh_njl_usage;
+
+/* Reads kernel's resources from an info log of mesh_njl_compile: ptxas's
+ * "Used N registers, ..., M bytes smem" line after "Compiling entry
+ * function '<kernel>'", and the stack frame line of its function
+ * properties.  False (*out unchanged) for NULL or empty arguments, or when
+ * the log reports no such line for kernel (a format this reader does not
+ * know). */
+bool mesh_njl_usage_parse(const char *log, const char *kernel,
+                          mesh_njl_usage *out);
 
 /* ---- the cubin ---------------------------------------------------------- */
 
