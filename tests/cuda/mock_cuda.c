@@ -157,6 +157,20 @@ MOCK_EXPORT CUresult CUDAAPI cuDeviceGetAttribute(int *v, CUdevice_attribute a,
     case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN:
         *v = 232448;
         break;
+    /* An H100's SM: what the backend's admission check estimates from. */
+    case CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR:
+    case CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK:
+        *v = 65536;
+        break;
+    case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR:
+        *v = 2048;
+        break;
+    case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR:
+        *v = 233472;
+        break;
+    case CU_DEVICE_ATTRIBUTE_RESERVED_SHARED_MEMORY_PER_BLOCK:
+        *v = 1024;
+        break;
     default:
         return CUDA_ERROR_INVALID_VALUE;
     }

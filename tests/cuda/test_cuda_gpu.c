@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* The CUDA backend on a GPU: caps, lifecycle, blink, MPS, occupancy, leaks.
+/* The CUDA backend on a GPU: caps, lifecycle, blink, MPS, occupancy and
+ * admission, leaks.
  *
  * Exits 77 with the reason where the backend does not open (no driver, no
  * device).  Each test prints "GPU <test>: <detail>" lines that
@@ -44,17 +45,19 @@ static bool prepare(const char *name, mesh_prepared *p)
     return err == NULL;
 }
 
-/* A payload of the counter's PTX under another manifest. */
-static bool prepare_counter_as(const char *name, const char *manifest,
-                               mesh_prepared *p)
+/* A payload of the PTX of program from (in dir) under another manifest. */
+static bool prepare_ptx_as(const char *dir, const char *from, const char *name,
+                           const char *manifest, mesh_prepared *p)
 {
     char *err = NULL;
     mesh_payload cat, src;
-    T_OK(mesh_payload_read(CUDA_CATALOG_DIR, "counter", &cat, &err), err);
+    T_OK(mesh_payload_read(dir, from, &cat, &err), err);
     if (err != NULL) {
         return false;
     }
-    const mesh_payload_file *f = mesh_payload_find(&cat, "counter.ptx");
+    char from_ptx[80];
+    snprintf(from_ptx, sizeof(from_ptx), "%s.ptx", from);
+    const mesh_payload_file *f = mesh_payload_find(&cat, from_ptx);
     char ptx_name[80];
     snprintf(ptx_name, sizeof(ptx_name), "%s.ptx", name);
     bool ok = f != NULL && mesh_payload_init(&src, name, &err) &&
@@ -69,6 +72,13 @@ static bool prepare_counter_as(const char *name, const char *manifest,
     const mesh_compiler *c = be->ops->compiler(be);
     T_OK(c->ops->prepare(c, &src, NULL, NULL, p, &err), err);
     return err == NULL;
+}
+
+/* A payload of the counter's PTX under another manifest. */
+static bool prepare_counter_as(const char *name, const char *manifest,
+                               mesh_prepared *p)
+{
+    return prepare_ptx_as(CUDA_CATALOG_DIR, "counter", name, manifest, p);
 }
 
 static void test_caps(void)
@@ -266,13 +276,18 @@ static void test_mps(void)
     T_ERR(ok, err, "unsupported: MPS isolation");
 }
 
+/* Programs that cannot be resident beside a running one are refused
+ * before the blink: the running one is neither halted nor relaunched (its
+ * slot's launch word does not move).  One that fits still starts. */
 static void test_occupancy(void)
 {
     const mesh_caps *c = be->ops->caps(be);
     mesh_driver *d = NULL;
-    mesh_prepared a, b;
+    mesh_prepared a, b, g, small;
     char *err = NULL;
-    uint32_t sa = 0, sb = 0;
+    uint32_t sa = 0, sb = 0, sc = 0;
+    uint8_t *host = NULL;
+    uint64_t dev = 0;
     /* Shared memory past half an SM's (below the limit, which includes
      * the kernel's own static shared memory): one node per SM. */
     char man[256];
@@ -293,20 +308,142 @@ static void test_occupancy(void)
         return;
     }
     T_OK(mesh_driver_start(d, &a, n1, &sa, &err), err);
+    T_OK(be->ops->mailbox(be, &host, &dev, &err), err);
+    if (err != NULL) {
+        mesh_driver_close(d);
+        return;
+    }
+    const mesh_cb_slot *wa = &((const mesh_control_block *)host)->slot[sa];
+    const uint32_t launched = atomic_load(&wa->launch);
     nap_ms(50);
     uint64_t c1 = mesh_driver_point(d, sa, 0);
-    if (!prepare_counter_as("big", man, &b)) {
+    snprintf(man, sizeof(man),
+             "{\"name\": \"%s\", \"abi\": 1, \"backends\": [\"cuda\"], "
+             "\"entry\": \"counter\", \"threads\": 32, \"scratch\": 64, "
+             "\"shared\": %u}",
+             "big2", c->max_shared - 1024u);
+    if (!prepare_counter_as("big2", man, &b)) {
         mesh_driver_close(d);
         return;
     }
     bool ok = mesh_driver_start(d, &b, n2, &sb, &err);
     printf("GPU occupancy: %u + %u nodes of 1 per SM on %u SMs: %s\n", n1, n2,
            c->sms, ok ? "ADMITTED" : err);
-    T_ERR(ok, err, "limits: ");
+    T_ERR(ok, err, "limits: program big2: ");
+    T_EQ_U(atomic_load(&wa->launch), launched);
+    T_EQ_U(atomic_load(&wa->halt), 0);
+    /* Not one node fits: greedy's registers for 1024 threads. */
+    if (prepare_ptx_as(CUDA_TEST_DATA, "greedy", "greedy",
+                       "{\"name\": \"greedy\", \"abi\": 1, \"backends\": "
+                       "[\"cuda\"], \"entry\": \"greedy\", \"threads\": 1024}",
+                       &g)) {
+        ok = mesh_driver_start(d, &g, 1, &sb, &err);
+        printf("GPU occupancy: greedy, 1 node of 1024 threads: %s\n",
+               ok ? "ADMITTED" : err);
+        T_ERR(ok, err, "limits: program greedy: not one node");
+    }
+    T_EQ_U(atomic_load(&wa->launch), launched);
     nap_ms(20);
     T_TRUE(mesh_driver_point(d, sa, 0) > c1);
+    /* A program that fits is admitted (and blinks the running one). */
+    if (prepare("counter", &small)) {
+        T_OK(mesh_driver_start(d, &small, 0, &sc, &err), err);
+        if (err == NULL) {
+            T_EQ_U(atomic_load(&wa->launch), launched + 1);
+            T_OK(mesh_driver_stop(d, sc, &err), err);
+        }
+    }
+    uint64_t c2 = mesh_driver_point(d, sa, 0);
+    nap_ms(20);
+    T_TRUE(mesh_driver_point(d, sa, 0) > c2);
     T_OK(mesh_driver_stop(d, sa, &err), err);
     mesh_driver_close(d);
+}
+
+/* The most nodes admit lets start with nothing running (its estimate of
+ * blocks per SM times the SMs), found by bisection. */
+static uint32_t admitted_max(const mesh_prepared *p)
+{
+    uint32_t lo = 0, hi = 1u << 24;
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo + 1) / 2;
+        char *err = NULL;
+        if (be->ops->admit(be, p, mid, 0, &err)) {
+            lo = mid;
+        } else {
+            free(err);
+            hi = mid - 1;
+        }
+    }
+    return lo;
+}
+
+/* admit never lets through more nodes than launch's exact check (the
+ * loaded kernel's occupancy) does, for counters of several shapes. */
+static void test_admit_bound(void)
+{
+    const mesh_caps *c = be->ops->caps(be);
+    const uint32_t threads[] = {32, 256, 1024};
+    const uint32_t shared[] = {0, 20000, c->max_shared / 2 - 2048,
+                               c->max_shared - 1024};
+    for (size_t t = 0; t < 3; t++) {
+        for (size_t h = 0; h < 4; h++) {
+            char man[256];
+            snprintf(man, sizeof(man),
+                     "{\"name\": \"shape\", \"abi\": 1, \"backends\": "
+                     "[\"cuda\"], \"entry\": \"counter\", \"threads\": %u, "
+                     "\"scratch\": 64, \"shared\": %u}",
+                     threads[t], shared[h]);
+            mesh_prepared p;
+            mesh_kernel *k = NULL;
+            char *err = NULL;
+            uint32_t exact = 0;
+            if (!prepare_counter_as("shape", man, &p)) {
+                continue;
+            }
+            uint32_t most = admitted_max(&p);
+            T_OK(be->ops->load(be, &p, &k, &err), err);
+            if (k != NULL) {
+                T_OK(mesh_kernel_max_blocks_per_sm(k, &exact, &err), err);
+                T_OK(be->ops->unload(be, k, &err), err);
+            }
+            printf("GPU admit: %u threads, %u B shared, %u registers: "
+                   "admits %u nodes, launch allows %u (%u per SM)\n",
+                   threads[t], shared[h], p.regs, most, exact * c->sms, exact);
+            T_TRUE(most >= 1);
+            if (most > exact * c->sms) {
+                T_FAILF("admit lets %u nodes through; launch allows %u", most,
+                        exact * c->sms);
+            }
+            mesh_prepared_free(&p);
+        }
+    }
+}
+
+/* The admit op checks its arguments. */
+static void test_admit_args(void)
+{
+    mesh_prepared p;
+    char *err = NULL;
+    T_TRUE(be->ops->admit != NULL);
+    if (be->ops->admit == NULL || !prepare("counter", &p)) {
+        return;
+    }
+    T_TRUE(p.regs > 0);
+    T_OK(be->ops->admit(be, &p, 1, 0, &err), err);
+    T_ERR(be->ops->admit(be, NULL, 1, 0, &err), err, "invalid: cuda admit");
+    T_ERR(be->ops->admit(be, &p, 0, 0, &err), err, "invalid: cuda admit");
+    T_ERR(be->ops->admit(be, &p, 1, MESH_PROG_SLOTS, &err), err,
+          "invalid: cuda admit");
+    T_ERR(be->ops->admit(NULL, &p, 1, 0, &err), err, "invalid: cuda admit");
+    p.exec = MESH_BACKEND_NATIVE;
+    T_ERR(be->ops->admit(be, &p, 1, 0, &err), err,
+          "invalid: cuda admit: program counter was not compiled");
+    p.exec = MESH_BACKEND_CUDA;
+    /* No register count known: admitted, the launch's check decides. */
+    p.regs = 0;
+    T_OK(be->ops->admit(be, &p, MESH_MANIFEST_MAX_NODES, 0, &err), err);
+    mesh_prepared_free(&p);
 }
 
 static void test_leak(void)
@@ -369,6 +506,8 @@ GPU_TEST(test_blink, "blink")
 GPU_TEST(test_mps, "mps")
 GPU_TEST(test_occupancy, "occupancy")
 GPU_TEST(test_leak, "leak")
+GPU_TEST(test_admit_args, "admit arguments")
+GPU_TEST(test_admit_bound, "admit bound")
 
 int main(void)
 {
@@ -402,6 +541,8 @@ int main(void)
     CU_add_test(s, "mps", test_mps_run);
     CU_add_test(s, "occupancy", test_occupancy_run);
     CU_add_test(s, "leak", test_leak_run);
+    CU_add_test(s, "admit arguments", test_admit_args_run);
+    CU_add_test(s, "admit bound", test_admit_bound_run);
     int rc = t_run_registry();
     mesh_backend_destroy(be);
     mesh_cu_lib_close(&cu);

@@ -13,15 +13,22 @@
  *   every resident program through the mailbox before a module change and
  *   relaunches them after; scratch lives in device memory owned by the
  *   kernel, so a program's state survives its relaunch.
- * - Occupancy: launch refuses ("limits: ") nodes that cannot all be
- *   resident beside the other slots' launches: a launch of n nodes of a
- *   kernel that fits m blocks per SM takes n/m SMs, and the launches may
- *   take at most the SMs programs run on (caps.sms).  Resident nodes that
- *   cannot all be scheduled would never all come online.  A launch holds
- *   its share until it ends by itself or its stream is dropped (unload); a
+ * - Occupancy: nodes that cannot all be resident beside the other slots'
+ *   launches are refused ("limits: "): a launch of n nodes of a kernel
+ *   that fits m blocks per SM takes n/m SMs, and the launches may take at
+ *   most the SMs programs run on (caps.sms).  Resident nodes that cannot
+ *   all be scheduled would never all come online.  A launch holds its
+ *   share until it ends by itself or its stream is dropped (unload); a
  *   halted one keeps it, since a blink relaunches it.  The refusal comes
- *   at launch, after a blink's halt: refusing before anything halts needs
- *   the driver to ask first (mesh_kernel max_blocks_per_sm and caps).
+ *   first from admit, which the driver calls before the blink halts
+ *   anything: m is estimated there, without a module, from the registers,
+ *   static shared memory the compiler read from ptxas's log and the SM's
+ *   limits read at open, each rule rounded against the kernel so as not
+ *   to exceed the driver's figure (what admit passes, launch passes too;
+ *   tests/cuda/test_cuda_gpu.c "admit bound" checks it).  launch repeats
+ *   the check with the loaded kernel's exact occupancy as a second guard;
+ *   it alone refuses where the compiler knew no register count, and then
+ *   after the halt.
  * - A kernel that faults (CUDA_ERROR_ILLEGAL_ADDRESS, ...) ends its launch:
  *   query reports done and crashed the driver's error name, once. */
 #include "cuda_internal.h"
@@ -71,6 +78,17 @@ typedef struct {
     CUresult fault;
 } cuda_stream;
 
+/* An SM's limits, read at open: what admission estimates a kernel's
+ * resident blocks per SM from, before any module is loaded. */
+typedef struct {
+    uint32_t regs;       /* 32-bit registers per SM */
+    uint32_t regs_block; /* ... per block */
+    uint32_t threads;    /* resident threads per SM */
+    uint32_t blocks;     /* resident blocks per SM */
+    uint32_t shared;     /* shared bytes per SM */
+    uint32_t reserved;   /* shared bytes the driver reserves per block */
+} cuda_sm_limits;
+
 struct cuda_backend {
     mesh_backend pub;
     mesh_settings set;
@@ -80,6 +98,7 @@ struct cuda_backend {
     bool primary; /* ctx is the retained primary context */
     CUgreenCtx green;
     mesh_caps caps;
+    cuda_sm_limits sm;
     mesh_compiler *comp;
     uint32_t isolation;
     int mb_fd;
@@ -150,6 +169,40 @@ static bool probe_caps(const mesh_cu_lib *cu, int ord, CUdevice *dev,
     }
     *dev = d;
     *out = c;
+    return true;
+}
+
+/* The SM limits of dev (the caps' blocks per SM among them). */
+static bool probe_sm(const mesh_cu_lib *cu, CUdevice dev, uint32_t blocks,
+                     cuda_sm_limits *out, char **err)
+{
+    int regs = 0, regs_block = 0, threads = 0, shared = 0, reserved = 0;
+    if (!attr(cu, dev, CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR,
+              "registers per SM", &regs, err) ||
+        !attr(cu, dev, CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK,
+              "registers per block", &regs_block, err) ||
+        !attr(cu, dev, CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR,
+              "threads per SM", &threads, err) ||
+        !attr(cu, dev, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR,
+              "shared per SM", &shared, err) ||
+        !attr(cu, dev, CU_DEVICE_ATTRIBUTE_RESERVED_SHARED_MEMORY_PER_BLOCK,
+              "reserved shared per block", &reserved, err)) {
+        return false;
+    }
+    if (regs <= 0 || regs_block <= 0 || threads <= 0 || shared <= 0 ||
+        reserved < 0) {
+        return rig_err(err,
+                       "system: the CUDA driver reports an SM of %d "
+                       "registers (%d per block), %d threads, %d B shared "
+                       "(%d reserved per block)",
+                       regs, regs_block, threads, shared, reserved);
+    }
+    out->regs = (uint32_t)regs;
+    out->regs_block = (uint32_t)regs_block;
+    out->threads = (uint32_t)threads;
+    out->blocks = blocks;
+    out->shared = (uint32_t)shared;
+    out->reserved = (uint32_t)reserved;
     return true;
 }
 
@@ -755,6 +808,113 @@ static bool cuda_unload(const mesh_backend *b, mesh_kernel *k, char **err)
     return true;
 }
 
+/* ---- occupancy ---------------------------------------------------------- */
+
+static uint64_t round_up(uint64_t v, uint64_t unit)
+{
+    return (v + unit - 1) / unit * unit;
+}
+
+/* The occupancy budget: every node of every running launch resident.  A
+ * launch of nodes nodes of per_sm blocks per SM in slot fits beside the
+ * other slots' launches; *want is its share, *used theirs (OCC_ONE per
+ * SM). */
+static bool occ_fits(const cuda_backend *be, uint32_t slot, uint32_t nodes,
+                     uint32_t per_sm, uint64_t *want, uint64_t *used)
+{
+    *want = per_sm > 0 ? (uint64_t)nodes * OCC_ONE / per_sm : UINT64_MAX;
+    *used = 0;
+    for (uint32_t i = 0; i < MESH_PROG_SLOTS; i++) {
+        *used += i == slot ? 0 : be->occ[i];
+    }
+    uint64_t cap = (uint64_t)be->caps.sms * OCC_ONE;
+    return *used <= cap && *want <= cap - *used;
+}
+
+/* Resident blocks per SM of a kernel of threads threads, regs registers
+ * per thread and shared bytes per block (static and dynamic), by the SM's
+ * limits alone (0: not one).  It must never exceed what the driver's
+ * occupancy calculation gives at load, so each rule rounds against the
+ * kernel: registers go to warps in units of 256 per warp, and to the SM's
+ * four sub-partitions a whole warp at a time (a block's request is checked
+ * as if its warps filled all four); shared memory goes in units of 128
+ * bytes, plus the driver's reserve per block, out of the SM's largest
+ * carveout. */
+static uint32_t est_blocks(const cuda_sm_limits *sm, uint32_t threads,
+                           uint32_t regs, uint64_t shared)
+{
+    const uint64_t warp = 32, reg_unit = 256, parts = 4, shm_unit = 128;
+    uint64_t warps = (threads + warp - 1) / warp;
+    if (warps == 0 || regs == 0 || regs > 255) {
+        return 0;
+    }
+    uint64_t warp_regs = round_up((uint64_t)regs * warp, reg_unit);
+    if (warp_regs * round_up(warps, parts) > sm->regs_block) {
+        return 0;
+    }
+    uint64_t by_regs = sm->regs / parts / warp_regs * parts / warps;
+    uint64_t by_threads = sm->threads / (warps * warp);
+    uint64_t block_shm = round_up(shared + sm->reserved, shm_unit);
+    uint64_t by_shared = sm->shared / block_shm;
+    uint64_t n = sm->blocks;
+    n = by_regs < n ? by_regs : n;
+    n = by_threads < n ? by_threads : n;
+    n = by_shared < n ? by_shared : n;
+    return (uint32_t)n;
+}
+
+/* Whether nodes nodes of p fit beside the running launches, judged from
+ * the compiler's figures (nothing is loaded): called by the driver before
+ * it halts anything, so that a refusal blinks no running program. */
+static bool cuda_admit(const mesh_backend *b, const mesh_prepared *p,
+                       uint32_t nodes, uint32_t slot, char **err)
+{
+    if (b == NULL || b->self == NULL || p == NULL || nodes == 0 ||
+        slot >= MESH_PROG_SLOTS) {
+        return rig_err(err,
+                       "invalid: cuda admit: bad backend, program, nodes "
+                       "%u or slot %u",
+                       nodes, slot);
+    }
+    const cuda_backend *be = b->self;
+    const mesh_manifest *m = &p->manifest;
+    const char *name = m->name != NULL ? m->name : "?";
+    if (p->exec != MESH_BACKEND_CUDA) {
+        return rig_err(err,
+                       "invalid: cuda admit: program %s was not compiled "
+                       "by the CUDA compiler",
+                       name);
+    }
+    if (m->threads == 0) {
+        return rig_err(err, "invalid: cuda admit: program %s has no threads",
+                       name);
+    }
+    if (p->regs == 0) {
+        /* The compiler could not read the register count (a log format
+         * this rig does not know): admitted; launch's exact check still
+         * refuses what does not fit, but only after the blink. */
+        return true;
+    }
+    uint64_t shared = (uint64_t)p->shared_static + m->shared;
+    uint32_t per_sm = est_blocks(&be->sm, m->threads, p->regs, shared);
+    if (per_sm == 0) {
+        return rig_err(err,
+                       "limits: program %s: not one node of %u threads "
+                       "(%u registers, %llu B shared) fits on an SM",
+                       name, m->threads, p->regs, (unsigned long long)shared);
+    }
+    uint64_t want = 0, used = 0;
+    if (!occ_fits(be, slot, nodes, per_sm, &want, &used)) {
+        return rig_err(err,
+                       "limits: program %s: %u nodes of %u threads (%u "
+                       "per SM) do not fit beside the running programs "
+                       "(%.2f of %u SMs in use)",
+                       name, nodes, m->threads, per_sm, (double)used / OCC_ONE,
+                       be->caps.sms);
+    }
+    return true;
+}
+
 /* ---- streams and launches ----------------------------------------------- */
 
 static void stream_drop(mesh_stream *s)
@@ -822,14 +982,12 @@ static bool cuda_launch(const mesh_backend *b, const mesh_stream *st,
     }
     cuda_kernel *ck = kernel_of(k);
     cuda_stream *cs = st->self;
-    /* The occupancy budget: every node of every running launch resident. */
-    uint64_t want = (uint64_t)nodes * OCC_ONE / ck->max_blocks;
-    uint64_t used = 0;
-    for (uint32_t i = 0; i < MESH_PROG_SLOTS; i++) {
-        used += i == slot ? 0 : be->occ[i];
-    }
-    uint64_t cap = (uint64_t)be->caps.sms * OCC_ONE;
-    if (used + want > cap) {
+    /* admit checked the same budget from the compiler's figures, before
+     * the blink; this exact check, from the loaded module's occupancy,
+     * stays as the second guard (and the only one where admit could not
+     * estimate). */
+    uint64_t want = 0, used = 0;
+    if (!occ_fits(be, slot, nodes, ck->max_blocks, &want, &used)) {
         return rig_err(err,
                        "limits: %u nodes of %u threads (%u per SM) do "
                        "not fit beside the running programs (%.2f of "
@@ -1021,6 +1179,7 @@ static const mesh_backend_ops cuda_ops = {
     .module_scope = cuda_module_scope,
     .crashed = cuda_crashed,
     .online_timeout_ms = cuda_online_timeout_ms,
+    .admit = cuda_admit,
     .destroy = cuda_destroy,
 };
 
@@ -1060,7 +1219,8 @@ bool mesh_cuda_open(const mesh_settings *s, mesh_backend **out, char **err)
                 ord, n);
         goto err_destroy;
     }
-    if (!probe_caps(&be->cu, (int)ord, &be->dev, &be->caps, err)) {
+    if (!probe_caps(&be->cu, (int)ord, &be->dev, &be->caps, err) ||
+        !probe_sm(&be->cu, be->dev, be->caps.blocks_per_sm, &be->sm, err)) {
         goto err_destroy;
     }
     if (sms != 0) {
