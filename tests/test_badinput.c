@@ -1192,7 +1192,9 @@ static bool n_backend_defaults(void)
            mesh_backend_crashed(&none, NULL, NULL) == NULL &&
            !mesh_backend_owns_halt(NULL) && !mesh_backend_reads_live(NULL) &&
            mesh_backend_online_timeout_ms(NULL) == 2000 &&
-           mesh_backend_online_timeout_ms(&none) == 2000;
+           mesh_backend_online_timeout_ms(&none) == 2000 &&
+           !mesh_backend_admit(NULL, NULL, 1, 0, NULL) &&
+           !mesh_backend_admit(&none, NULL, 1, 0, NULL);
 }
 static bool n_runs_here(void)
 {
