@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* The CUDA backend: caps, mailbox, resident kernels, blink isolation.
+/* The CUDA backend: caps, mailbox, resident kernels, blink and MPS isolation.
  *
  * Decisions the spec leaves open:
  * - One device per backend (RIG_MESH_CUDA_DEVICE, default 0), driven
@@ -30,8 +30,15 @@
  *   it alone refuses where the compiler knew no register count, and then
  *   after the halt.
  * - A kernel that faults (CUDA_ERROR_ILLEGAL_ADDRESS, ...) ends its launch:
- *   query reports done and crashed the driver's error name, once. */
-#include "cuda_internal.h"
+ *   query reports done and crashed the driver's error name, once.
+ * - MPS (RIG_MESH_CUDA_ISOLATION=mps): a private control daemon and one
+ *   worker process per program, each an MPS client with its own context
+ *   (cuda_mps.c has the decisions).  This file keeps the caps, the mailbox
+ *   and the occupancy budget for both modes and hands a worker's kernel to
+ *   cuda_mps.c at load, launch, query, crashed and unload.  The image and
+ *   mailbox code both run is in cuda_image.c.  MPS takes the whole device:
+ *   RIG_MESH_CUDA_SMS (a green context) is refused with it. */
+#include "cuda_mps_internal.h"
 
 #include "../../abi/util_internal.h"
 #include "../mesh_internal.h"
@@ -55,26 +62,14 @@ typedef struct cuda_backend cuda_backend;
 
 typedef struct {
     cuda_backend *be;
-    CUmodule mod;
-    CUfunction fn;
-    CUdeviceptr scratch;
-    uint64_t scratch_bytes;
-    uint32_t threads;
-    uint32_t shared;
-    uint32_t reg_cap;
-    uint32_t regs;
-    uint32_t local;
-    uint32_t max_blocks;
+    mesh_cuda_image im;
     char *entry;
-    /* Recorded after each launch: unload waits for it (bounded). */
-    CUevent last;
-    mesh_kernel pub;
 } cuda_kernel;
 
 typedef struct {
     cuda_backend *be;
-    CUstream stream;
-    bool faulted; /* crashed has reported the fault */
+    CUstream stream; /* NULL: an MPS worker's (its own stream) */
+    bool faulted;    /* crashed has reported the fault */
     CUresult fault;
 } cuda_stream;
 
@@ -101,10 +96,9 @@ struct cuda_backend {
     cuda_sm_limits sm;
     mesh_compiler *comp;
     uint32_t isolation;
-    int mb_fd;
-    mesh_control_block *mb;
-    CUdeviceptr mb_dev;
-    bool mb_registered;
+    mesh_cuda_mps *mps; /* MPS isolation's daemon and workers; NULL: blink */
+    mesh_cuda_mailbox mbox;
+    mesh_control_block *mb; /* mbox.mb */
     /* Occupancy of each slot's running launch, in OCC_ONE per SM. */
     uint64_t occ[MESH_PROG_SLOTS];
 };
@@ -347,37 +341,10 @@ static bool cuda_make_current(const mesh_backend *b, char **err)
 
 static bool mailbox_make(cuda_backend *be, char **err)
 {
-    size_t bytes = (MESH_CB_BYTES + 4095u) & ~(size_t)4095u;
-    int fd = memfd_create("rig-cuda-mailbox", MFD_CLOEXEC);
-    if (fd < 0) {
-        return rig_err(err, "system: memfd_create failed: %s", strerror(errno));
+    if (!mesh_cuda_mailbox_map(&be->cu, -1, &be->mbox, err)) {
+        return false;
     }
-    if (ftruncate(fd, (off_t)bytes) != 0) {
-        rig_err(err, "system: ftruncate of the mailbox failed: %s",
-                strerror(errno));
-        goto err_close;
-    }
-    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    if (p == MAP_FAILED) {
-        rig_err(err, "system: mmap of the mailbox failed: %s", strerror(errno));
-        goto err_close;
-    }
-    memset(p, 0, bytes);
-    const mesh_cu_lib *cu = &be->cu;
-    if (!mesh_cu_check(cu,
-                       cu->cuMemHostRegister_p(p, bytes,
-                                               CU_MEMHOSTREGISTER_DEVICEMAP |
-                                                   CU_MEMHOSTREGISTER_PORTABLE),
-                       NULL, "cuMemHostRegister", err)) {
-        goto err_unmap;
-    }
-    CUdeviceptr dev = 0;
-    if (!mesh_cu_check(cu, cu->cuMemHostGetDevicePointer_p(&dev, p, 0), NULL,
-                       "cuMemHostGetDevicePointer", err)) {
-        cu->cuMemHostUnregister_p(p);
-        goto err_unmap;
-    }
-    mesh_control_block *mb = p;
+    mesh_control_block *mb = be->mbox.mb;
     mesh_cb_header *h = &mb->h;
     h->abi = MESH_RT_ABI_VERSION;
     h->backend = mesh_caps_word(&be->caps);
@@ -397,32 +364,14 @@ static bool mailbox_make(cuda_backend *be, char **err)
     h->size = MESH_CB_BYTES;
     snprintf(h->arch, sizeof(h->arch), "%s", be->caps.arch);
     atomic_store_explicit(&h->magic, MESH_CB_MAGIC, memory_order_release);
-    be->mb_fd = fd;
     be->mb = mb;
-    be->mb_dev = dev;
-    be->mb_registered = true;
     return true;
-err_unmap:
-    munmap(p, bytes);
-err_close:
-    close(fd);
-    return false;
 }
 
 static void mailbox_free(cuda_backend *be)
 {
-    size_t bytes = (MESH_CB_BYTES + 4095u) & ~(size_t)4095u;
-    if (be->mb != NULL) {
-        if (be->mb_registered) {
-            be->cu.cuMemHostUnregister_p(be->mb);
-        }
-        munmap(be->mb, bytes);
-        be->mb = NULL;
-    }
-    if (be->mb_fd >= 0) {
-        close(be->mb_fd);
-        be->mb_fd = -1;
-    }
+    mesh_cuda_mailbox_unmap(&be->cu, &be->mbox);
+    be->mb = NULL;
 }
 
 static bool cuda_mailbox(const mesh_backend *b, uint8_t **host, uint64_t *dev,
@@ -433,7 +382,7 @@ static bool cuda_mailbox(const mesh_backend *b, uint8_t **host, uint64_t *dev,
         return rig_err(err, "invalid: cuda mailbox: NULL argument");
     }
     *host = (uint8_t *)be->mb;
-    *dev = (uint64_t)be->mb_dev;
+    *dev = (uint64_t)be->mbox.dev;
     return true;
 }
 
@@ -462,7 +411,8 @@ static uint32_t cuda_isolation(const mesh_backend *b)
 
 static const mesh_compiler *cuda_compiler(const mesh_backend *b)
 {
-    return ((const cuda_backend *)b->self)->comp;
+    const cuda_backend *be = b->self;
+    return be->mps != NULL ? mesh_cuda_mps_compiler(be->mps) : be->comp;
 }
 
 static bool cuda_module_scope(const mesh_backend *b, bool has_slot,
@@ -507,42 +457,51 @@ static bool cuda_set_stack_limit(const mesh_backend *b, size_t bytes,
     /* The driver resizes every thread's stack: it waits for the context's
      * work, so the driver calls it with no program running. */
     CUresult r = be->cu.cuCtxSetLimit_p(CU_LIMIT_STACK_SIZE, bytes);
-    return mesh_cu_check(&be->cu, r,
-                         r == CUDA_ERROR_INVALID_VALUE ? "limits" : NULL,
-                         "cuCtxSetLimit(CU_LIMIT_STACK_SIZE)", err);
+    if (!mesh_cu_check(&be->cu, r,
+                       r == CUDA_ERROR_INVALID_VALUE ? "limits" : NULL,
+                       "cuCtxSetLimit(CU_LIMIT_STACK_SIZE)", err)) {
+        return false;
+    }
+    if (be->mps != NULL) {
+        mesh_cuda_mps_set_stack(be->mps, bytes);
+    }
+    return true;
 }
 
 /* ---- kernels ------------------------------------------------------------ */
 
+static const mesh_kernel_ops cuda_kernel_ops;
+
+/* The blink path's kernel behind k, or NULL (an MPS worker's). */
 static cuda_kernel *kernel_of(const mesh_kernel *k)
 {
-    return k != NULL ? k->self : NULL;
+    return k != NULL && k->ops == &cuda_kernel_ops ? k->self : NULL;
 }
 
 static bool k_regs(const mesh_kernel *k, uint32_t *out, char **err)
 {
     (void)err;
-    *out = kernel_of(k)->regs;
+    *out = kernel_of(k)->im.regs;
     return true;
 }
 
 static bool k_local_bytes(const mesh_kernel *k, uint32_t *out, char **err)
 {
     (void)err;
-    *out = kernel_of(k)->local;
+    *out = kernel_of(k)->im.local;
     return true;
 }
 
 static bool k_max_blocks(const mesh_kernel *k, uint32_t *out, char **err)
 {
     (void)err;
-    *out = kernel_of(k)->max_blocks;
+    *out = kernel_of(k)->im.max_blocks;
     return true;
 }
 
 static uint64_t k_scratch(const mesh_kernel *k)
 {
-    return (uint64_t)kernel_of(k)->scratch;
+    return (uint64_t)kernel_of(k)->im.scratch;
 }
 
 static bool k_global_u32(const mesh_kernel *k, const char *name, uint32_t *out,
@@ -550,79 +509,32 @@ static bool k_global_u32(const mesh_kernel *k, const char *name, uint32_t *out,
 {
     cuda_kernel *ck = kernel_of(k);
     const mesh_cu_lib *cu = &ck->be->cu;
-    CUdeviceptr p = 0;
-    size_t n = 0;
     if (!mesh_cu_check(cu, cu->cuCtxSetCurrent_p(ck->be->ctx), NULL,
                        "cuCtxSetCurrent", err)) {
         return false;
     }
-    CUresult r = cu->cuModuleGetGlobal_p(&p, &n, ck->mod, name);
-    if (r == CUDA_ERROR_NOT_FOUND) {
-        return rig_err(err, "missing: the image has no global %s", name);
-    }
-    if (!mesh_cu_check(cu, r, NULL, "cuModuleGetGlobal", err)) {
-        return false;
-    }
-    if (n != sizeof(uint32_t)) {
-        return rig_err(err, "invalid: global %s has %zu bytes, not 4", name, n);
-    }
-    return mesh_cu_check(cu, cu->cuMemcpyDtoH_p(out, p, sizeof(*out)), NULL,
-                         "cuMemcpyDtoH", err);
+    return mesh_cuda_image_global_u32(cu, &ck->im, name, out, err);
 }
 
-/* Waits until the kernel's last launch is over, at most the halt and
- * grace times: unloading a module under a running kernel is undefined. */
-static bool kernel_idle(cuda_kernel *ck)
-{
-    const mesh_cu_lib *cu = &ck->be->cu;
-    if (ck->last == NULL) {
-        return true;
-    }
-    uint64_t limit =
-        (uint64_t)(ck->be->set.halt_ms + ck->be->set.grace_ms) * 1000000u;
-    uint64_t t0 = rig_now_ns();
-    rig_backoff bo = {0};
-    while (cu->cuEventQuery_p(ck->last) == CUDA_ERROR_NOT_READY) {
-        if (rig_now_ns() - t0 > limit) {
-            return false;
-        }
-        rig_backoff_step(&bo);
-    }
-    return true;
-}
-
-/* Releases the module and scratch (the context made current).  A kernel
- * still running past the wait keeps them: a leak, not a fault. */
+/* Releases the module and scratch once the last launch is over, waiting
+ * at most the halt and grace times: unloading a module under a running
+ * kernel is undefined.  A kernel still running past the wait keeps them:
+ * a leak, not a fault. */
 static bool kernel_release(cuda_kernel *ck)
 {
     const mesh_cu_lib *cu = &ck->be->cu;
     cu->cuCtxSetCurrent_p(ck->be->ctx);
-    bool idle = kernel_idle(ck);
+    unsigned ms = ck->be->set.halt_ms + ck->be->set.grace_ms;
+    bool idle = mesh_cuda_image_release(cu, &ck->im, ms);
     if (!idle) {
         rig_log(RIG_LOG_ERROR,
                 "mesh: cuda: kernel %s still runs %u ms after its halt; its "
                 "module and scratch stay allocated",
-                ck->entry != NULL ? ck->entry : "?",
-                ck->be->set.halt_ms + ck->be->set.grace_ms);
-        free(ck->entry);
-        ck->entry = NULL;
-        return false;
-    }
-    if (ck->last != NULL) {
-        cu->cuEventDestroy_p(ck->last);
-        ck->last = NULL;
-    }
-    if (ck->scratch != 0) {
-        cu->cuMemFree_p(ck->scratch);
-        ck->scratch = 0;
-    }
-    if (ck->mod != NULL) {
-        cu->cuModuleUnload_p(ck->mod);
-        ck->mod = NULL;
+                ck->entry != NULL ? ck->entry : "?", ms);
     }
     free(ck->entry);
     ck->entry = NULL;
-    return true;
+    return idle;
 }
 
 static void k_drop(mesh_kernel *k)
@@ -646,95 +558,24 @@ static const mesh_kernel_ops cuda_kernel_ops = {
     .drop = k_drop,
 };
 
-/* Module, function, ABI, attributes, occupancy, scratch. */
-static bool kernel_load(cuda_backend *be, const mesh_prepared *p,
+/* Module, function, ABI, attributes, occupancy, scratch: the code an MPS
+ * worker runs too (cuda_image.c). */
+static bool kernel_load(const cuda_backend *be, const mesh_prepared *p,
                         cuda_kernel *ck, char **err)
 {
-    const mesh_cu_lib *cu = &be->cu;
     const mesh_manifest *m = &p->manifest;
-    const char *name = m->name;
-    CUresult r = cu->cuModuleLoadData_p(&ck->mod, p->code);
-    if (r != CUDA_SUCCESS) {
-        return rig_err(err, "load: program %s: cuModuleLoadData failed: %s",
-                       name, mesh_cu_name(cu, r));
-    }
-    r = cu->cuModuleGetFunction_p(&ck->fn, ck->mod, m->entry);
-    if (r != CUDA_SUCCESS) {
-        return rig_err(err,
-                       "load: program %s: no kernel %s "
-                       "(cuModuleGetFunction: %s)",
-                       name, m->entry, mesh_cu_name(cu, r));
-    }
-    uint32_t abi = 0;
-    if (!k_global_u32(&ck->pub, "MESH_RT_ABI", &abi, err)) {
-        return rig_err_wrap(err, "abi: program %s", name);
-    }
-    if (abi != MESH_RT_ABI_VERSION) {
-        return rig_err(err,
-                       "abi: program %s's image has MESH_RT_ABI %u; "
-                       "this runtime is %u",
-                       name, abi, MESH_RT_ABI_VERSION);
-    }
-    int regs = 0, local = 0, blocks = 0;
-    if (!mesh_cu_check(
-            cu,
-            cu->cuFuncGetAttribute_p(&regs, CU_FUNC_ATTRIBUTE_NUM_REGS, ck->fn),
-            NULL, "cuFuncGetAttribute(NUM_REGS)", err) ||
-        !mesh_cu_check(cu,
-                       cu->cuFuncGetAttribute_p(
-                           &local, CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES, ck->fn),
-                       NULL, "cuFuncGetAttribute(LOCAL_SIZE_BYTES)", err)) {
+    mesh_cuda_image_spec spec = {
+        .name = m->name,
+        .entry = m->entry,
+        .code = p->code,
+        .threads = m->threads,
+        .shared = m->shared,
+        .scratch = m->scratch,
+        .reg_cap = p->reg_cap,
+    };
+    if (!mesh_cuda_image_load(&be->cu, &spec, &ck->im, err)) {
         return false;
     }
-    if (m->shared > 48u * 1024u &&
-        !mesh_cu_check(
-            cu,
-            cu->cuFuncSetAttribute_p(
-                ck->fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                (int)m->shared),
-            "limits", "cuFuncSetAttribute(MAX_DYNAMIC_SHARED)", err)) {
-        return false;
-    }
-    if (!mesh_cu_check(cu,
-                       cu->cuOccupancyMaxActiveBlocksPerMultiprocessor_p(
-                           &blocks, ck->fn, (int)m->threads, (size_t)m->shared),
-                       NULL, "cuOccupancyMaxActiveBlocksPerMultiprocessor",
-                       err)) {
-        return false;
-    }
-    if (blocks <= 0) {
-        return rig_err(err,
-                       "limits: program %s: not one node of %u threads "
-                       "(%d registers, %u B shared) fits on an SM",
-                       name, m->threads, regs, m->shared);
-    }
-    ck->regs = (uint32_t)regs;
-    ck->local = (uint32_t)local;
-    ck->max_blocks = (uint32_t)blocks;
-    if (m->scratch > 0) {
-        r = cu->cuMemAlloc_p(&ck->scratch, (size_t)m->scratch);
-        if (r == CUDA_ERROR_OUT_OF_MEMORY) {
-            return rig_err(err,
-                           "limits: program %s: no %llu bytes of device "
-                           "memory for its scratch",
-                           name, (unsigned long long)m->scratch);
-        }
-        if (!mesh_cu_check(cu, r, NULL, "cuMemAlloc", err) ||
-            !mesh_cu_check(cu,
-                           cu->cuMemsetD8_p(ck->scratch, 0, (size_t)m->scratch),
-                           NULL, "cuMemsetD8", err)) {
-            return false;
-        }
-    }
-    if (!mesh_cu_check(cu,
-                       cu->cuEventCreate_p(&ck->last, CU_EVENT_DISABLE_TIMING),
-                       NULL, "cuEventCreate", err)) {
-        return false;
-    }
-    ck->scratch_bytes = m->scratch;
-    ck->threads = m->threads;
-    ck->shared = m->shared;
-    ck->reg_cap = p->reg_cap;
     ck->entry = strdup(m->entry);
     if (ck->entry == NULL) {
         return rig_err(err, "nomem: kernel entry");
@@ -756,7 +597,13 @@ static bool cuda_load(const mesh_backend *b, mesh_prepared *p,
                        p->manifest.name != NULL ? p->manifest.name : "?");
     }
     if (p->kernel != NULL) {
-        /* Prepared already (an MPS worker): take it. */
+        /* Prepared already: an MPS worker, started with the module loaded. */
+        if (be->mps == NULL || !mesh_cuda_mps_kernel(p->kernel)) {
+            return rig_err(err,
+                           "invalid: cuda load: program %s's kernel is not "
+                           "an MPS worker of this backend",
+                           p->manifest.name != NULL ? p->manifest.name : "?");
+        }
         *out = p->kernel;
         p->kernel = NULL;
         return true;
@@ -772,8 +619,6 @@ static bool cuda_load(const mesh_backend *b, mesh_prepared *p,
         return rig_err(err, "nomem: a CUDA kernel");
     }
     ck->be = be;
-    ck->pub.ops = &cuda_kernel_ops;
-    ck->pub.self = ck;
     if (!kernel_load(be, p, ck, err)) {
         kernel_release(ck);
         free(ck);
@@ -789,6 +634,9 @@ static bool cuda_load(const mesh_backend *b, mesh_prepared *p,
 static bool cuda_unload(const mesh_backend *b, mesh_kernel *k, char **err)
 {
     (void)b;
+    if (mesh_cuda_mps_kernel(k)) {
+        return mesh_cuda_mps_unload(k, err);
+    }
     cuda_kernel *ck = kernel_of(k);
     if (k == NULL || ck == NULL) {
         free(k);
@@ -928,7 +776,9 @@ static void stream_drop(mesh_stream *s)
     if (s->slot < MESH_PROG_SLOTS) {
         cs->be->occ[s->slot] = 0;
     }
-    cu->cuStreamDestroy_p(cs->stream);
+    if (cs->stream != NULL) {
+        cu->cuStreamDestroy_p(cs->stream);
+    }
     free(cs);
     s->self = NULL;
 }
@@ -937,7 +787,6 @@ static bool cuda_new_stream(const mesh_backend *b, uint32_t slot,
                             const mesh_kernel *k, mesh_stream **out, char **err)
 {
     cuda_backend *be = b->self;
-    (void)k;
     if (out == NULL || slot >= MESH_PROG_SLOTS) {
         return rig_err(err, "invalid: cuda new_stream: slot %u or out", slot);
     }
@@ -951,7 +800,9 @@ static bool cuda_new_stream(const mesh_backend *b, uint32_t slot,
         free(cs);
         return rig_err(err, "nomem: a CUDA stream");
     }
-    if (!mesh_cu_check(
+    /* An MPS worker launches on a stream of its own. */
+    if (!mesh_cuda_mps_kernel(k) &&
+        !mesh_cu_check(
             &be->cu,
             be->cu.cuStreamCreate_p(&cs->stream, CU_STREAM_NON_BLOCKING), NULL,
             "cuStreamCreate", err)) {
@@ -982,49 +833,35 @@ static bool cuda_launch(const mesh_backend *b, const mesh_stream *st,
     }
     cuda_kernel *ck = kernel_of(k);
     cuda_stream *cs = st->self;
+    bool mps = mesh_cuda_mps_kernel(k);
+    if (ck == NULL && !mps) {
+        return rig_err(err, "invalid: cuda launch: not a CUDA kernel");
+    }
+    uint32_t per_sm = 0;
+    if (!mesh_kernel_max_blocks_per_sm(k, &per_sm, err)) {
+        return false;
+    }
     /* admit checked the same budget from the compiler's figures, before
      * the blink; this exact check, from the loaded module's occupancy,
      * stays as the second guard (and the only one where admit could not
-     * estimate). */
+     * estimate).  An MPS worker's kernel shares the device's SMs alike. */
     uint64_t want = 0, used = 0;
-    if (!occ_fits(be, slot, nodes, ck->max_blocks, &want, &used)) {
+    if (!occ_fits(be, slot, nodes, per_sm, &want, &used)) {
         return rig_err(err,
-                       "limits: %u nodes of %u threads (%u per SM) do "
-                       "not fit beside the running programs (%.2f of "
-                       "%u SMs in use)",
-                       nodes, ck->threads, ck->max_blocks,
-                       (double)used / OCC_ONE, be->caps.sms);
+                       "limits: %u nodes (%u per SM) do not fit beside the "
+                       "running programs (%.2f of %u SMs in use)",
+                       nodes, per_sm, (double)used / OCC_ONE, be->caps.sms);
     }
-    if (!cuda_make_current(b, err)) {
+    if (mps) {
+        /* The worker hands the kernel its own device address of the
+         * mailbox, not dev (the backend's). */
+        if (!mesh_cuda_mps_launch(k, slot, nodes, err)) {
+            return false;
+        }
+    } else if (!cuda_make_current(b, err) ||
+               !mesh_cuda_image_launch(&be->cu, &ck->im, cs->stream, be->mb,
+                                       (CUdeviceptr)dev, slot, nodes, err)) {
         return false;
-    }
-    /* PX_* words: what the executor hands the program. */
-    mesh_cb_slot *s = &be->mb->slot[slot];
-    atomic_store_explicit(&s->scratch, (uint64_t)ck->scratch,
-                          memory_order_release);
-    atomic_store_explicit(&s->scratch_bytes, ck->scratch_bytes,
-                          memory_order_release);
-    atomic_store_explicit(&s->reg_cap, ck->reg_cap, memory_order_release);
-    CUdeviceptr mb = (CUdeviceptr)dev;
-    unsigned int sl = slot;
-    CUdeviceptr scratch = ck->scratch;
-    void *params[] = {&mb, &sl, &scratch};
-    CUresult r = be->cu.cuLaunchKernel_p(ck->fn, nodes, 1, 1, ck->threads, 1, 1,
-                                         ck->shared, cs->stream, params, NULL);
-    if (r != CUDA_SUCCESS) {
-        return mesh_cu_check(&be->cu, r,
-                             r == CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES ||
-                                     r == CUDA_ERROR_INVALID_VALUE
-                                 ? "limits"
-                                 : "load",
-                             "cuLaunchKernel", err);
-    }
-    r = be->cu.cuEventRecord_p(ck->last, cs->stream);
-    if (r != CUDA_SUCCESS) {
-        rig_log(RIG_LOG_WARN,
-                "mesh: cuda: cuEventRecord failed: %s; unload "
-                "will not wait for slot %u",
-                mesh_cu_name(&be->cu, r), slot);
     }
     be->occ[slot] = want;
     cs->faulted = false;
@@ -1036,21 +873,30 @@ static bool cuda_query(const mesh_backend *b, const mesh_stream *st,
                        const mesh_kernel *k, bool *done, char **err)
 {
     cuda_backend *be = b->self;
-    (void)k;
     if (st == NULL || st->self == NULL || done == NULL) {
         return rig_err(err, "invalid: cuda query: NULL argument");
     }
     cuda_stream *cs = st->self;
-    if (!cuda_make_current(b, err)) {
-        return false;
-    }
-    CUresult r = be->cu.cuStreamQuery_p(cs->stream);
-    if (r == CUDA_ERROR_NOT_READY) {
-        *done = false;
-        return true;
-    }
-    if (r != CUDA_SUCCESS && cs->fault == CUDA_SUCCESS) {
-        cs->fault = r; /* crashed reports it */
+    if (mesh_cuda_mps_kernel(k)) {
+        /* The worker's answer; a fault or its end, crashed reports. */
+        if (!mesh_cuda_mps_query(k, done, err)) {
+            return false;
+        }
+        if (!*done) {
+            return true;
+        }
+    } else {
+        if (!cuda_make_current(b, err)) {
+            return false;
+        }
+        CUresult r = be->cu.cuStreamQuery_p(cs->stream);
+        if (r == CUDA_ERROR_NOT_READY) {
+            *done = false;
+            return true;
+        }
+        if (r != CUDA_SUCCESS && cs->fault == CUDA_SUCCESS) {
+            cs->fault = r; /* crashed reports it */
+        }
     }
     /* A launch that ended by itself gives its SMs back.  One halted keeps
      * them: it is about to be unloaded (which releases them) or relaunched
@@ -1068,9 +914,11 @@ static char *cuda_crashed(const mesh_backend *b, const mesh_stream *st,
                           const mesh_kernel *k)
 {
     const cuda_backend *be = b->self;
-    (void)k;
     if (st == NULL || st->self == NULL) {
         return NULL;
+    }
+    if (mesh_cuda_mps_kernel(k)) {
+        return mesh_cuda_mps_crashed(k, st->slot);
     }
     cuda_stream *cs = st->self;
     if (cs->fault == CUDA_SUCCESS || cs->faulted) {
@@ -1085,58 +933,6 @@ static char *cuda_crashed(const mesh_backend *b, const mesh_stream *st,
     return why;
 }
 
-/* ---- MPS ---------------------------------------------------------------- */
-
-/* Where nvidia-cuda-mps-control is: PATH, then the toolkit's and the
- * driver's usual folders (malloc'd), or NULL. */
-static char *mps_control(void)
-{
-    const char *path = getenv("PATH");
-    char *dirs = NULL;
-    if (asprintf(&dirs, "%s:%s/bin:/usr/bin:/usr/local/bin",
-                 path != NULL ? path : "", RIG_CUDA_DIR) < 0) {
-        return NULL;
-    }
-    char *save = NULL;
-    for (char *d = strtok_r(dirs, ":", &save); d != NULL;
-         d = strtok_r(NULL, ":", &save)) {
-        char *f = NULL;
-        if (d[0] == '\0' || asprintf(&f, "%s/nvidia-cuda-mps-control", d) < 0) {
-            continue;
-        }
-        if (access(f, X_OK) == 0) {
-            free(dirs);
-            return f;
-        }
-        free(f);
-    }
-    free(dirs);
-    return NULL;
-}
-
-/* MPS isolation needs the control daemon's program, and worker processes
- * that each own an MPS client context attached to the shared mailbox.  The
- * workers are not built yet: MPS answers "unsupported: " with the reason,
- * and blink (which needs neither) is the default. */
-static bool mps_check(char **err)
-{
-    char *ctl = mps_control();
-    if (ctl == NULL) {
-        return rig_err(err,
-                       "unsupported: MPS isolation needs "
-                       "nvidia-cuda-mps-control, which is not on PATH "
-                       "nor in %s/bin",
-                       RIG_CUDA_DIR);
-    }
-    rig_err(err,
-            "unsupported: MPS isolation is not implemented in this rig "
-            "yet (its worker processes are missing; %s was found); "
-            "use RIG_MESH_CUDA_ISOLATION=blink",
-            ctl);
-    free(ctl);
-    return false;
-}
-
 /* ---- open and destroy --------------------------------------------------- */
 
 static void cuda_destroy(mesh_backend *b)
@@ -1145,6 +941,9 @@ static void cuda_destroy(mesh_backend *b)
         return;
     }
     cuda_backend *be = b->self;
+    /* The workers first (they map the mailbox), then the daemon. */
+    mesh_cuda_mps_close(be->mps);
+    be->mps = NULL;
     if (be->ctx != NULL) {
         be->cu.cuCtxSetCurrent_p(be->ctx);
     }
@@ -1200,8 +999,15 @@ bool mesh_cuda_open(const mesh_settings *s, mesh_backend **out, char **err)
     be->pub.self = be;
     be->set = *s;
     be->isolation = isolation;
-    be->mb_fd = -1;
-    if (isolation == MESH_ISOLATION_MPS && !mps_check(err)) {
+    be->mbox.fd = -1;
+    if (isolation == MESH_ISOLATION_MPS && sms != 0) {
+        free(be);
+        return rig_err(err,
+                       "unsupported: RIG_MESH_CUDA_SMS=%u (a green context) "
+                       "with MPS isolation: MPS workers use the whole device",
+                       sms);
+    }
+    if (isolation == MESH_ISOLATION_MPS && !mesh_cuda_mps_check(err)) {
         free(be);
         return false;
     }
@@ -1241,6 +1047,12 @@ bool mesh_cuda_open(const mesh_settings *s, mesh_backend **out, char **err)
     mesh_cuda_limits lim = {.max_threads = be->caps.max_tg_threads,
                             .max_shared = be->caps.max_shared};
     if (!mesh_cuda_compiler_make(be->caps.arch, NULL, &lim, &be->comp, err)) {
+        goto err_destroy;
+    }
+    if (isolation == MESH_ISOLATION_MPS &&
+        !mesh_cuda_mps_open(be->comp, be->mbox.fd, ord,
+                            be->set.halt_ms + be->set.grace_ms, &be->mps,
+                            err)) {
         goto err_destroy;
     }
     *out = &be->pub;

@@ -8,6 +8,10 @@
  * CUresult or nvJitLinkResult never leaves src/mesh/cuda: mesh_cu_check and
  * mesh_njl_check turn them into messages that name the call and the
  * code's name ("system: cuMemHostRegister failed: CUDA_ERROR_INVALID_VALUE").
+ *
+ * A program's image in a context and the mailbox (cuda_image.c) are one
+ * copy of code that both the backend (blink) and rig-cuda-worker (an MPS
+ * worker, cuda_worker.c) run.
  */
 #ifndef MESH_CUDA_INTERNAL_H
 #define MESH_CUDA_INTERNAL_H
@@ -213,5 +217,86 @@ typedef struct {
 bool mesh_cuda_compiler_make(const char *arch, const char *njl_dir,
                              const mesh_cuda_limits *lim, mesh_compiler **out,
                              char **err);
+
+/* ---- a loaded image (cuda_image.c) -------------------------------------- */
+
+/* What to load: a program's cubin and the manifest's shape. */
+typedef struct {
+    const char *name;  /* the program, for messages */
+    const char *entry; /* the kernel */
+    const void *code;  /* the cubin */
+    uint32_t threads;  /* per node */
+    uint32_t shared;   /* dynamic shared bytes per node */
+    uint64_t scratch;  /* bytes of device scratch, 0: none */
+    uint32_t reg_cap;  /* PX_REG_CAP */
+} mesh_cuda_image_spec;
+
+/* A module loaded in the current context, with what a launch needs.  The
+ * blink path holds one per kernel in the backend's context; an MPS worker
+ * holds one in its own. */
+typedef struct {
+    CUmodule mod;
+    CUfunction fn;
+    CUdeviceptr scratch;
+    uint64_t scratch_bytes;
+    uint32_t threads;
+    uint32_t shared;
+    uint32_t reg_cap;
+    uint32_t regs;
+    uint32_t local;
+    uint32_t max_blocks;
+    /* Recorded after each launch: release waits for it (bounded). */
+    CUevent last;
+} mesh_cuda_image;
+
+/* Loads s into the current context: module, entry, the MESH_RT_ABI check,
+ * attributes, occupancy, zeroed scratch.  Errors start with a LOAD_REASONS
+ * word ("load: ", "abi: ", "limits: ") or are a driver call's ("system: ",
+ * "nomem: "); on failure *im holds what was made: release it. */
+bool mesh_cuda_image_load(const mesh_cu_lib *cu, const mesh_cuda_image_spec *s,
+                          mesh_cuda_image *im, char **err);
+
+/* A u32 global of the image.  Errors: "missing: " (no such global),
+ * "invalid: " (not 4 bytes), a driver call's. */
+bool mesh_cuda_image_global_u32(const mesh_cu_lib *cu,
+                                const mesh_cuda_image *im, const char *name,
+                                uint32_t *out, char **err);
+
+/* Stores slot's PX_* words in the mailbox mb (host address) and launches
+ * nodes nodes on stream with the kernel's parameters (mailbox device
+ * address mb_dev, slot, scratch), then records im->last.  Errors:
+ * "limits: " (the driver's launch refusals), "load: ". */
+bool mesh_cuda_image_launch(const mesh_cu_lib *cu, const mesh_cuda_image *im,
+                            CUstream stream, mesh_control_block *mb,
+                            CUdeviceptr mb_dev, uint32_t slot, uint32_t nodes,
+                            char **err);
+
+/* Waits at most wait_ms for the last launch, then frees scratch, event and
+ * module (the context made current).  False when the launch still ran:
+ * module and scratch stay (a leak, not a fault). */
+bool mesh_cuda_image_release(const mesh_cu_lib *cu, mesh_cuda_image *im,
+                             uint32_t wait_ms);
+
+/* ---- the mailbox (cuda_image.c) ----------------------------------------- */
+
+/* The mailbox's bytes, a whole number of pages. */
+#define MESH_CUDA_MAILBOX_BYTES                                                \
+    (((size_t)MESH_CB_BYTES + 4095u) & ~(size_t)4095u)
+
+/* A mailbox mapping, registered with cuMemHostRegister (DEVICEMAP |
+ * PORTABLE) so that kernels of the current context reach it at dev. */
+typedef struct {
+    int fd; /* the memfd; -1: none */
+    mesh_control_block *mb;
+    CUdeviceptr dev;
+    bool registered;
+} mesh_cuda_mailbox;
+
+/* Makes a zeroed mailbox memfd (fd < 0) or maps the mailbox fd (an MPS
+ * worker: the block must carry MESH_CB_MAGIC and this MESH_RT_ABI), then
+ * registers it.  *out is set only on success; it then owns fd. */
+bool mesh_cuda_mailbox_map(const mesh_cu_lib *cu, int fd,
+                           mesh_cuda_mailbox *out, char **err);
+void mesh_cuda_mailbox_unmap(const mesh_cu_lib *cu, mesh_cuda_mailbox *m);
 
 #endif

@@ -3,7 +3,7 @@
 # its tests and example programs.  Built wherever CUDA's headers are; the
 # GPU tests skip (exit 77) on machines without a GPU.
 meshinclude_HEADERS += include/mesh/cuda.h
-noinst_HEADERS += src/mesh/cuda/cuda_internal.h
+noinst_HEADERS += src/mesh/cuda/cuda_internal.h src/mesh/cuda/cuda_mps_internal.h
 
 # The example programs: CUDA C, with their PTX committed so that machines
 # without nvcc run them too.  The build assembles a catalog of them in the
@@ -64,14 +64,28 @@ if RIG_HAVE_XXHASH
 if RIG_HAVE_HWLOC
 noinst_LTLIBRARIES += src/mesh/cuda/libmeshcuda.la
 src_mesh_cuda_libmeshcuda_la_SOURCES = src/mesh/cuda/cuda_lib.c \
-	src/mesh/cuda/cuda_compile.c src/mesh/cuda/cuda_backend.c
+	src/mesh/cuda/cuda_compile.c src/mesh/cuda/cuda_image.c \
+	src/mesh/cuda/cuda_mps.c src/mesh/cuda/cuda_backend.c
 src_mesh_cuda_libmeshcuda_la_CPPFLAGS = $(RIG_ABI_CPPFLAGS) $(CUDA_CFLAGS) \
-	$(HWLOC_CFLAGS) $(JANSSON_CFLAGS) $(XXHASH_CFLAGS) -I$(top_srcdir)/src
+	$(HWLOC_CFLAGS) $(JANSSON_CFLAGS) $(XXHASH_CFLAGS) -I$(top_srcdir)/src \
+	-DRIG_PKGLIBEXECDIR='"$(pkglibexecdir)"'
 src_mesh_cuda_libmeshcuda_la_CFLAGS = $(RIG_CFLAGS)
 src_mesh_cuda_libmeshcuda_la_LIBADD = -ldl
 EXTRA_src_mesh_cuda_libmeshcuda_la_DEPENDENCIES = $(CUDA_CATALOG)/.stamp
 # Its strong mesh_cuda_open/mesh_cuda_built replace the table's weak stubs.
 src_librig_la_LIBADD += src/mesh/cuda/libmeshcuda.la
+
+# MPS isolation's worker: one process per program (cuda_mps.c starts it;
+# RIG_MESH_CUDA_WORKER names the build tree's for the tests).  libcuda is
+# dlopen'd as in the backend; no other library of rig but the ABI's helpers.
+pkglibexec_PROGRAMS = src/mesh/cuda/rig-cuda-worker
+src_mesh_cuda_rig_cuda_worker_SOURCES = src/mesh/cuda/cuda_worker.c \
+	src/mesh/cuda/cuda_lib.c src/mesh/cuda/cuda_image.c
+src_mesh_cuda_rig_cuda_worker_CPPFLAGS = $(RIG_ABI_CPPFLAGS) $(CUDA_CFLAGS) \
+	-I$(top_srcdir)/src
+src_mesh_cuda_rig_cuda_worker_CFLAGS = $(RIG_CFLAGS)
+src_mesh_cuda_rig_cuda_worker_LDADD = src/abi/libabi.la -ldl
+src_mesh_cuda_rig_cuda_worker_LDFLAGS = $(RIG_LDFLAGS)
 
 # Unit tests: no GPU needed (the GPU ones skip with their reason).
 CUDA_TEST_CPPFLAGS = $(RIG_ABI_CPPFLAGS) $(CUDA_CFLAGS) $(CUNIT_CFLAGS) \
@@ -114,6 +128,21 @@ tests_cuda_libcudamock_la_LDFLAGS = -module -avoid-version -shared \
 	-rpath /nowhere $(PTHREAD_LIBS)
 EXTRA_DIST += tests/cuda/test_cuda_mock.sh tests/cuda/test_mesh_run_cuda.sh
 TESTS += tests/cuda/test_cuda_mock.sh tests/cuda/test_mesh_run_cuda.sh
+
+# MPS isolation against the stand-in driver and a fake control program
+# (tests/cuda/fake_mps_control.sh): the backend's process, its workers and
+# the daemon's start and quit.  On a GPU, device-check.sh runs the same
+# test program against the real driver and MPS.
+check_PROGRAMS += tests/cuda/test_cuda_mps
+tests_cuda_test_cuda_mps_SOURCES = tests/cuda/test_cuda_mps.c
+tests_cuda_test_cuda_mps_CPPFLAGS = $(CUDA_TEST_CPPFLAGS)
+tests_cuda_test_cuda_mps_CFLAGS = $(RIG_CFLAGS)
+tests_cuda_test_cuda_mps_LDADD = $(CUDA_TEST_LDADD)
+tests_cuda_test_cuda_mps_LDFLAGS = $(RIG_LDFLAGS)
+EXTRA_tests_cuda_test_cuda_mps_DEPENDENCIES = $(CUDA_CATALOG)/.stamp \
+	src/mesh/cuda/rig-cuda-worker$(EXEEXT)
+EXTRA_DIST += tests/cuda/test_cuda_mps.sh tests/cuda/fake_mps_control.sh
+TESTS += tests/cuda/test_cuda_mps.sh
 endif
 endif
 endif

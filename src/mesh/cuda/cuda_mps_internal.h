@@ -1,0 +1,110 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* Internals of MPS isolation: the worker's command protocol (cuda_mps.c
+ * <-> cuda_worker.c) and the backend's MPS side (cuda_mps.c).  The image
+ * and mailbox code the backend and its workers share is in cuda_internal.h.
+ * Only src/mesh/cuda includes this. */
+#ifndef MESH_CUDA_MPS_INTERNAL_H
+#define MESH_CUDA_MPS_INTERNAL_H
+
+#include "cuda_internal.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+/* ---- the worker's protocol (cuda_mps.c <-> cuda_worker.c) --------------- */
+
+/* The fds a worker starts with. */
+#define MESH_MPS_FD_MAILBOX 3 /* the mailbox memfd */
+#define MESH_MPS_FD_SOCK 4    /* its end of the command socket */
+#define MESH_MPS_FD_CUBIN 5   /* a sealed memfd of the cubin */
+
+/* argv: the program, then these, in this order. */
+enum {
+    MESH_MPS_ARG_DEVICE = 1, /* device ordinal */
+    MESH_MPS_ARG_NAME,       /* program name */
+    MESH_MPS_ARG_ENTRY,      /* kernel name */
+    MESH_MPS_ARG_THREADS,
+    MESH_MPS_ARG_SHARED,
+    MESH_MPS_ARG_SCRATCH,
+    MESH_MPS_ARG_REG_CAP,
+    MESH_MPS_ARG_STACK,   /* CU_LIMIT_STACK_SIZE, 0: the driver's */
+    MESH_MPS_ARG_WAIT_MS, /* how long exit waits for a launch */
+    MESH_MPS_ARGS
+};
+
+/* Commands, one fixed-size record each on a SOCK_SEQPACKET socket; every
+ * command gets one reply.  The worker speaks first: a reply to an implied
+ * MESH_MPS_LOAD once its image is loaded (or why not). */
+enum {
+    MESH_MPS_LOAD = 0,   /* (implied) reply: regs, local, max_blocks, scratch */
+    MESH_MPS_LAUNCH = 1, /* slot, nodes */
+    MESH_MPS_QUERY = 2,  /* reply: done, fault */
+    MESH_MPS_GLOBAL = 3, /* name; reply: value */
+    MESH_MPS_EXIT = 4    /* release everything and exit 0 */
+};
+
+typedef struct {
+    uint32_t op;
+    uint32_t slot;
+    uint32_t nodes;
+    uint32_t reserved_;
+    char name[64];
+} mesh_mps_cmd;
+
+typedef struct {
+    uint32_t op; /* the command answered */
+    uint32_t ok; /* 1; 0: err says why */
+    uint32_t done;
+    int32_t fault; /* the CUresult that ended the launch; 0: none */
+    uint32_t value;
+    uint32_t regs;
+    uint32_t local;
+    uint32_t max_blocks;
+    uint64_t scratch;
+    char err[440]; /* ok 0: the message; a fault: the CUresult's name */
+} mesh_mps_reply;
+
+_Static_assert(sizeof(mesh_mps_cmd) == 80, "command size");
+_Static_assert(sizeof(mesh_mps_reply) == 480, "reply size");
+
+/* ---- the backend's MPS side (cuda_mps.c) -------------------------------- */
+
+typedef struct mesh_cuda_mps mesh_cuda_mps;
+
+/* Where MPS isolation's two programs are: nvidia-cuda-mps-control (PATH,
+ * then the toolkit's bin) and rig-cuda-worker ($RIG_MESH_CUDA_WORKER, else
+ * the installed one).  Errors: "unsupported: " naming what is missing. */
+bool mesh_cuda_mps_check(char **err);
+
+/* Starts the private control daemon of a backend: inner is its compiler
+ * (the MPS compiler wraps it), mailbox_fd the mailbox workers map, device
+ * the ordinal.  Errors: "unsupported: " (mesh_cuda_mps_check), "system: ". */
+bool mesh_cuda_mps_open(const mesh_compiler *inner, int mailbox_fd,
+                        uint32_t device, uint32_t wait_ms, mesh_cuda_mps **out,
+                        char **err);
+/* Stops every worker still running, quits the daemon, removes its folders. */
+void mesh_cuda_mps_close(mesh_cuda_mps *m);
+
+/* The compiler of MPS mode: inner's prepare, then a worker started with the
+ * image loaded, in p->kernel. */
+const mesh_compiler *mesh_cuda_mps_compiler(mesh_cuda_mps *m);
+/* Workers started from now on set this stack limit (0: the driver's). */
+void mesh_cuda_mps_set_stack(mesh_cuda_mps *m, size_t bytes);
+
+/* Whether k is an MPS worker's kernel (of any backend). */
+bool mesh_cuda_mps_kernel(const mesh_kernel *k);
+/* The worker's pid, or -1 when it is gone (k an MPS kernel). */
+pid_t mesh_cuda_mps_pid(const mesh_kernel *k);
+
+/* The backend's ops for an MPS kernel, errors as theirs. */
+bool mesh_cuda_mps_launch(const mesh_kernel *k, uint32_t slot, uint32_t nodes,
+                          char **err);
+/* A worker that is gone counts as done; crashed then says why. */
+bool mesh_cuda_mps_query(const mesh_kernel *k, bool *done, char **err);
+char *mesh_cuda_mps_crashed(const mesh_kernel *k, uint32_t slot);
+/* Ends the worker (EXIT, then SIGKILL after the wait) and frees k. */
+bool mesh_cuda_mps_unload(mesh_kernel *k, char **err);
+
+#endif

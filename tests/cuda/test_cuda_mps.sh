@@ -1,0 +1,129 @@
+#!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
+# The CUDA backend in MPS isolation against the stand-in driver
+# (tests/cuda/mock_cuda.c, libcuda.so.1 in every process: the backend's and
+# its workers') and a fake nvidia-cuda-mps-control
+# (tests/cuda/fake_mps_control.sh, first on PATH): tests/cuda/test_cuda_mps,
+# then what the fake recorded -- a private daemon per backend with its
+# folders under the job's temporary folder (TMPDIR), quit after the
+# workers ended, the folders gone -- the cleanup's turn on exit and on
+# SIGTERM, and the refusals without the control or the worker program.
+set -u
+b=${top_builddir:-.}
+s=${top_srcdir:-.}
+lib="$b/tests/cuda/.libs/libcudamock.so"
+worker="$b/src/mesh/cuda/rig-cuda-worker"
+prog="$b/tests/cuda/test_cuda_mps"
+if [ ! -f "$lib" ]; then
+    echo "SKIP: $lib is not built"
+    exit 77
+fi
+dir=$(mktemp -d "${TMPDIR:-/tmp}/rig-mockmps.XXXXXX") || exit 1
+trap 'rm -rf "$dir"' EXIT
+mkdir "$dir/lib" "$dir/bin" "$dir/job"
+ln -s "$(cd "$(dirname "$lib")" && pwd)/libcudamock.so" "$dir/lib/libcuda.so.1"
+printf '#!/bin/sh\nexec /bin/sh "%s" "$@"\n' \
+    "$(cd "$s/tests/cuda" && pwd)/fake_mps_control.sh" \
+    >"$dir/bin/nvidia-cuda-mps-control"
+chmod +x "$dir/bin/nvidia-cuda-mps-control"
+rec="$dir/record"
+LD_LIBRARY_PATH="$dir/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+RIG_MESH_CUDA_WORKER=$(cd "$(dirname "$worker")" && pwd)/rig-cuda-worker
+RIG_FAKE_MPS_RECORD=$rec
+export LD_LIBRARY_PATH RIG_MESH_CUDA_WORKER RIG_FAKE_MPS_RECORD
+unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY RIG_FAKE_MPS_FAIL
+fail() {
+    echo "FAIL: $*"
+    echo "--- the fake's record:"
+    cat "$rec" 2>/dev/null
+    exit 1
+}
+# The record's lines from the last run: every start has its private
+# folders under the job's, one quit follows each with no worker alive, and
+# nothing is left in the job's folder.
+check_record() {
+    what=$1
+    starts=$(grep -c '^start ' "$rec")
+    quits=$(grep -c '^quit ' "$rec")
+    test "$starts" -ge 1 || fail "$what: no daemon was started"
+    test "$starts" -eq "$quits" || fail "$what: $starts starts, $quits quits"
+    grep '^start ' "$rec" | grep -v \
+        "^start pipe=$dir/job/rig-mps\.[A-Za-z0-9]\{6\}/pipe log=$dir/job/rig-mps\.[A-Za-z0-9]\{6\}/log$" &&
+        fail "$what: a daemon's folders are not private ones under TMPDIR"
+    grep '^quit ' "$rec" | grep -v ' workers=0$' &&
+        fail "$what: the daemon quit while workers still ran"
+    grep '^start ' "$rec" | sed 's/^start pipe=\([^ ]*\) .*/\1/' |
+        while read -r p; do
+            grep -q "^quit pipe=$p " "$rec" ||
+                { echo "FAIL: $what: the daemon of $p never quit"; exit 1; }
+        done || exit 1
+    test -z "$(ls -A "$dir/job")" ||
+        fail "$what: left in TMPDIR: $(ls -A "$dir/job")"
+}
+
+# 1. The tests, then the record.
+out=$(PATH="$dir/bin:$PATH" TMPDIR="$dir/job" "$prog" 2>&1)
+rc=$?
+echo "$out"
+if [ $rc -eq 77 ] && echo "$out" | grep -q 'no nvJitLink in'; then
+    echo "SKIP: no nvJitLink in the default directory"
+    exit 77
+fi
+test $rc -eq 0 || fail "test_cuda_mps exited $rc"
+check_record "the tests"
+echo "PASS: the tests' daemon: $(grep -c '^start ' "$rec") start(s), quit with no worker left, folders removed"
+
+# 2. Exit and SIGTERM with a program running: the cleanup (after the
+# native nodes) kills the worker, then quits the daemon; destroying the
+# backend under a running program stops its worker, then the daemon.
+for how in exit signal destroy; do
+    : >"$rec"
+    out=$(PATH="$dir/bin:$PATH" TMPDIR="$dir/job" "$prog" $how 2>&1)
+    rc=$?
+    echo "$out"
+    pid=$(echo "$out" | sed -n 's/^worker \([0-9]*\)$/\1/p')
+    test -n "$pid" || fail "$how: no worker started"
+    if [ $how = signal ]; then
+        test $rc -eq 143 || fail "$how: exited $rc, not by SIGTERM (143)"
+    else
+        test $rc -eq 0 || fail "$how: exited $rc"
+    fi
+    kill -0 "$pid" 2>/dev/null && fail "$how: worker $pid outlived its process"
+    check_record "$how"
+    echo "PASS: $how: worker $pid ended, then the daemon quit, folders removed"
+done
+
+# 3. A control program that fails to start the daemon: refused, nothing left.
+: >"$rec"
+out=$(PATH="$dir/bin:$PATH" TMPDIR="$dir/job" RIG_FAKE_MPS_FAIL=1 "$prog" 2>&1)
+rc=$?
+echo "$out"
+test $rc -eq 77 || fail "a daemon that fails to start: exit $rc"
+echo "$out" | grep -q "SKIP: .*system: $dir/bin/nvidia-cuda-mps-control -d failed: exited with status 1" ||
+    fail "a daemon that fails to start: no system: reason"
+test -z "$(ls -A "$dir/job")" || fail "a failed start left $(ls -A "$dir/job")"
+echo "PASS: a failed daemon start is refused and leaves nothing"
+
+# 4. No worker program: unsupported, with its name.
+out=$(PATH="$dir/bin:$PATH" TMPDIR="$dir/job" \
+    RIG_MESH_CUDA_WORKER="$dir/nothere" "$prog" 2>&1)
+rc=$?
+echo "$out"
+test $rc -eq 77 || fail "without the worker program: exit $rc"
+echo "$out" | grep -q "unsupported: MPS isolation needs its worker program $dir/nothere" ||
+    fail "without the worker program: no unsupported: reason"
+echo "PASS: without the worker program: unsupported"
+
+# 5. No control program (the fake off PATH; one on this machine's PATH or in
+# the toolkit would be found, and this step is then skipped).
+path=$(echo "$PATH" | tr ':' '\n' | grep -v "^$dir/bin\$" | paste -sd: -)
+out=$(PATH="$path" TMPDIR="$dir/job" "$prog" 2>&1)
+rc=$?
+echo "$out"
+if echo "$out" | grep -q "unsupported: MPS isolation needs nvidia-cuda-mps-control"; then
+    test $rc -eq 77 || fail "without the control program: exit $rc"
+    echo "PASS: without the control program: unsupported"
+else
+    echo "note: nvidia-cuda-mps-control is installed here; step 5 skipped"
+fi
+echo "PASS"
