@@ -7,7 +7,8 @@
 # It configures (without MPI) and builds what the tests need, runs the
 # no-GPU compiler tests and the GPU tests under a timeout, and prints one
 # summary line per test ("PASS caps", "FAIL blink", "SKIP gpu: reason")
-# and the detail lines the tests print ("GPU ...").  Budget: 5 minutes.
+# and the detail lines the tests print ("GPU ...", "MPS ...").  Budget: 7
+# minutes.
 # Exit status: 0 all passed, 77 skipped (no GPU), 1 a failure.
 set -u
 top=$(cd "$(dirname "$0")/../.." && pwd)
@@ -43,6 +44,7 @@ fi
 # What the tests need first (fatal), then the rest (reported, not fatal:
 # the GPU path must not wait on an unrelated part of the tree).
 if ! make -j"$jobs" tests/cuda/test_cuda_compile tests/cuda/test_cuda_gpu \
+    tests/cuda/test_cuda_mps src/mesh/cuda/rig-cuda-worker \
     >make.log 2>&1; then
     say "FAIL build: the CUDA tests (tail of $build/make.log)"
     tail -n 30 make.log
@@ -65,7 +67,7 @@ run() {
     log="$build/$name.log"
     timeout "$limit" "$prog" >"$log" 2>&1
     rc=$?
-    grep '^GPU ' "$log"
+    grep '^GPU \|^MPS ' "$log"
     grep '^RESULT ' "$log" | sed 's/^RESULT \(.*\): \(.*\)$/\2 \1/'
     case $rc in
     0) say "PASS $name" ;;
@@ -79,8 +81,19 @@ run() {
     esac
 }
 
+# The build tree's MPS worker (not installed): the gpu run's "mps" line
+# opens the backend in MPS isolation with it, and the mps run below.
+RIG_MESH_CUDA_WORKER=$(pwd)/src/mesh/cuda/rig-cuda-worker
+export RIG_MESH_CUDA_WORKER
 run compiler tests/cuda/test_cuda_compile 60
 [ "$status" -eq 77 ] && status=0
 run gpu tests/cuda/test_cuda_gpu 180
+# MPS isolation for real where nvidia-cuda-mps-control is (PATH, then the
+# toolkit's bin): a private daemon under $TMPDIR, a worker per program.
+# Without it the line is "SKIP mps: SKIP: ... unsupported: MPS isolation
+# needs nvidia-cuda-mps-control ...", which does not fail the check.
+before=$status
+run mps tests/cuda/test_cuda_mps 120
+[ "$status" -eq 77 ] && status=$before
 say "device-check: done in $(elapsed) s, status $status"
 exit "$status"
