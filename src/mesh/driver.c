@@ -203,13 +203,18 @@ static bool wait_online(mesh_driver *d, uint32_t s, char **err)
             return false;
         }
         if (done) {
-            return rig_err(
-                err,
-                "load: program %s: its nodes ended with %u "
-                "of %u online",
-                ds->name,
-                atomic_load_explicit(&w->online, memory_order_acquire),
-                ds->nodes);
+            /* A short program may come online and end between the read
+             * above and the query: all online is a start, not a failure. */
+            online = atomic_load_explicit(&w->online, memory_order_acquire);
+            if (online >= ds->nodes) {
+                atomic_store_explicit(&w->state, MESH_SLOT_RUNNING,
+                                      memory_order_release);
+                return true;
+            }
+            return rig_err(err,
+                           "load: program %s: its nodes ended with %u "
+                           "of %u online",
+                           ds->name, online, ds->nodes);
         }
         if (rig_now_ns() >= deadline) {
             return rig_err(err,

@@ -256,10 +256,17 @@ static void test_isolation(void)
     T_TRUE((seen[0] == pa && seen[1] == pb) ||
            (seen[0] == pb && seen[1] == pa));
     if (ok) {
-        T_OK(mesh_driver_start(d, &b, 0, &sb, &err), err);
+        ok = mesh_driver_start(d, &b, 0, &sb, &err);
+        T_OK(ok, err);
     }
     uint64_t c2 = mesh_driver_point(d, sa, 0);
     mesh_run_state state = MESH_RUN_RUNNING;
+    if (!ok) {
+        atomic_store(&h.stop, true);
+        pthread_join(t, NULL);
+        mesh_driver_close(d);
+        return;
+    }
     T_OK(mesh_driver_wait(d, sb, 5000, &state, NULL, &err), err);
     T_EQ_U(state, MESH_RUN_DONE);
     T_TRUE(mesh_driver_point(d, sb, 0) > 0);
