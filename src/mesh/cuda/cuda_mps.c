@@ -30,6 +30,10 @@
  *   crashed says why once ("... killed by signal 9 (SIGKILL)"); a kernel
  *   fault is reported as in blink.  A worker whose backend is gone (the
  *   socket's end) exits.
+ * - unload sends EXIT: the worker waits for its halted kernel (halt_ms +
+ *   grace_ms), frees the image and exits; one that does not is SIGKILLed.
+ *   destroy SIGKILLs the workers of kernels that outlive the backend (as
+ *   the native backend's destroy), then quits the daemon.
  * - Live workers' pids sit in a process-wide table (src/mesh/child.c); the
  *   cleanup registered at MESH_CLEANUP_MPS (after the native nodes) kills
  *   and reaps them, then quits every daemon this process started and
@@ -1046,7 +1050,14 @@ void mesh_cuda_mps_close(mesh_cuda_mps *m)
         if (w == NULL) {
             break;
         }
-        worker_stop(w, m->wait_ms, NULL);
+        /* At once, as the native backend's destroy: the kernel ends with
+         * the worker's context; no one is left to halt it. */
+        if (!w->gone) {
+            kill(w->pid, SIGKILL);
+            worker_gone(w);
+        }
+        close(w->sock);
+        w->sock = -1;
     }
     daemon_stop(m->d);
     daemon_release(m->d);
