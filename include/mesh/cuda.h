@@ -20,10 +20,18 @@
  *   RIG_MESH_CUDA_DEVICE     the device ordinal (0)
  *   RIG_MESH_CUDA_ISOLATION  "blink" (default: one context; a module
  *                            change halts and relaunches every program) or
- *                            "mps" (each program in an MPS worker process;
- *                            "unsupported: " without nvidia-cuda-mps-control)
+ *                            "mps" (each program in a worker process that
+ *                            is a client of a private MPS control daemon
+ *                            the backend starts, its folders under $TMPDIR;
+ *                            a module change halts only its own program;
+ *                            "unsupported: " without nvidia-cuda-mps-control
+ *                            on PATH or in the toolkit's bin, or without
+ *                            the worker program)
+ *   RIG_MESH_CUDA_WORKER     the MPS worker program (default: the installed
+ *                            <libexecdir>/rig/rig-cuda-worker)
  *   RIG_MESH_CUDA_SMS        0 (default): the whole device; N: a green
- *                            context of N SMs (caps' green and sms say so)
+ *                            context of N SMs (caps' green and sms say so;
+ *                            "unsupported: " with MPS isolation)
  *   MESH_NVJITLINK_DIR       where libnvJitLink.so is (MESH_NVJITLINK_DIR
  *                            of mesh/backend.h) */
 #ifndef MESH_CUDA_H
