@@ -25,6 +25,8 @@ static const rig_setting settings[] = {
     {"RIG_MESH_CUDA_SMS", "0",
      "SMs of a green context for programs (0: the whole device)"},
     {"RIG_MESH_CUDA_ISOLATION", "blink", "CUDA isolation: blink or mps"},
+    {"RIG_MESH_CUDA_WORKER", "$(pkglibexecdir)/rig-cuda-worker",
+     "the MPS worker program"},
     {"MESH_NVJITLINK_DIR", "/usr/local/cuda/lib64",
      "where libnvJitLink.so is loaded from"},
     {"RIG_WASM_CORES", "0", "cores lease lanes may use (0: all)"},
