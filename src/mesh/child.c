@@ -109,3 +109,19 @@ char *mesh_child_why(int status)
     }
     return n < 0 ? NULL : why;
 }
+
+bool mesh_child_write_all(int fd, const uint8_t *p, size_t n)
+{
+    while (n > 0) {
+        ssize_t w = write(fd, p, n);
+        if (w < 0 && errno == EINTR) {
+            continue;
+        }
+        if (w <= 0) {
+            return false;
+        }
+        p += w;
+        n -= (size_t)w;
+    }
+    return true;
+}

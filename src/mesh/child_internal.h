@@ -51,6 +51,10 @@ void mesh_child_kill_all(mesh_child_table *t, uint32_t reap_ms);
  * "exited with status 3"; NULL for a clean exit (or no memory). */
 char *mesh_child_why(int status);
 
+/* Writes all n bytes of p to fd (EINTR resumes): what a child's image
+ * file or pipe gets; false on an error or a write of 0. */
+bool mesh_child_write_all(int fd, const uint8_t *p, size_t n);
+
 /* Sleeps ms milliseconds (EINTR resumes); async-signal-safe. */
 void mesh_child_sleep_ms(uint32_t ms);
 

@@ -61,8 +61,8 @@ bool mesh_cuda_built(void)
 typedef struct cuda_backend cuda_backend;
 
 typedef struct {
+    mesh_cuda_image im; /* first: its usage is the kernel ops' */
     cuda_backend *be;
-    mesh_cuda_image im;
     char *entry;
 } cuda_kernel;
 
@@ -478,32 +478,6 @@ static cuda_kernel *kernel_of(const mesh_kernel *k)
     return k != NULL && k->ops == &cuda_kernel_ops ? k->self : NULL;
 }
 
-static bool k_regs(const mesh_kernel *k, uint32_t *out, char **err)
-{
-    (void)err;
-    *out = kernel_of(k)->im.regs;
-    return true;
-}
-
-static bool k_local_bytes(const mesh_kernel *k, uint32_t *out, char **err)
-{
-    (void)err;
-    *out = kernel_of(k)->im.local;
-    return true;
-}
-
-static bool k_max_blocks(const mesh_kernel *k, uint32_t *out, char **err)
-{
-    (void)err;
-    *out = kernel_of(k)->im.max_blocks;
-    return true;
-}
-
-static uint64_t k_scratch(const mesh_kernel *k)
-{
-    return (uint64_t)kernel_of(k)->im.scratch;
-}
-
 static bool k_global_u32(const mesh_kernel *k, const char *name, uint32_t *out,
                          char **err)
 {
@@ -550,10 +524,10 @@ static void k_drop(mesh_kernel *k)
 
 static const mesh_kernel_ops cuda_kernel_ops = {
     .exec = MESH_BACKEND_CUDA,
-    .regs = k_regs,
-    .local_bytes = k_local_bytes,
-    .max_blocks_per_sm = k_max_blocks,
-    .scratch = k_scratch,
+    .regs = mesh_cuda_k_regs,
+    .local_bytes = mesh_cuda_k_local_bytes,
+    .max_blocks_per_sm = mesh_cuda_k_max_blocks,
+    .scratch = mesh_cuda_k_scratch,
     .global_u32 = k_global_u32,
     .drop = k_drop,
 };

@@ -101,21 +101,21 @@ bool mesh_cuda_image_load(const mesh_cu_lib *cu, const mesh_cuda_image_spec *s,
                        "(%d registers, %u B shared) fits on an SM",
                        name, s->threads, regs, s->shared);
     }
-    im->regs = (uint32_t)regs;
-    im->local = (uint32_t)local;
-    im->max_blocks = (uint32_t)blocks;
+    im->use.regs = (uint32_t)regs;
+    im->use.local = (uint32_t)local;
+    im->use.max_blocks = (uint32_t)blocks;
     if (s->scratch > 0) {
-        r = cu->cuMemAlloc_p(&im->scratch, (size_t)s->scratch);
+        CUdeviceptr dev = 0;
+        r = cu->cuMemAlloc_p(&dev, (size_t)s->scratch);
+        im->use.scratch = r == CUDA_SUCCESS ? (uint64_t)dev : 0;
         if (r == CUDA_ERROR_OUT_OF_MEMORY) {
-            im->scratch = 0;
             return rig_err(err,
                            "limits: program %s: no %llu bytes of device "
                            "memory for its scratch",
                            name, (unsigned long long)s->scratch);
         }
         if (!mesh_cu_check(cu, r, NULL, "cuMemAlloc", err) ||
-            !mesh_cu_check(cu,
-                           cu->cuMemsetD8_p(im->scratch, 0, (size_t)s->scratch),
+            !mesh_cu_check(cu, cu->cuMemsetD8_p(dev, 0, (size_t)s->scratch),
                            NULL, "cuMemsetD8", err)) {
             return false;
         }
@@ -140,14 +140,13 @@ bool mesh_cuda_image_launch(const mesh_cu_lib *cu, const mesh_cuda_image *im,
 {
     /* PX_* words: what the executor hands the program. */
     mesh_cb_slot *s = &mb->slot[slot];
-    atomic_store_explicit(&s->scratch, (uint64_t)im->scratch,
-                          memory_order_release);
+    atomic_store_explicit(&s->scratch, im->use.scratch, memory_order_release);
     atomic_store_explicit(&s->scratch_bytes, im->scratch_bytes,
                           memory_order_release);
     atomic_store_explicit(&s->reg_cap, im->reg_cap, memory_order_release);
     CUdeviceptr mbp = mb_dev;
     unsigned int sl = slot;
-    CUdeviceptr scratch = im->scratch;
+    CUdeviceptr scratch = (CUdeviceptr)im->use.scratch;
     void *params[] = {&mbp, &sl, &scratch};
     CUresult r = cu->cuLaunchKernel_p(im->fn, nodes, 1, 1, im->threads, 1, 1,
                                       im->shared, stream, params, NULL);
@@ -199,9 +198,9 @@ bool mesh_cuda_image_release(const mesh_cu_lib *cu, mesh_cuda_image *im,
         cu->cuEventDestroy_p(im->last);
         im->last = NULL;
     }
-    if (im->scratch != 0) {
-        cu->cuMemFree_p(im->scratch);
-        im->scratch = 0;
+    if (im->use.scratch != 0) {
+        cu->cuMemFree_p((CUdeviceptr)im->use.scratch);
+        im->use.scratch = 0;
     }
     if (im->mod != NULL) {
         cu->cuModuleUnload_p(im->mod);
@@ -293,4 +292,48 @@ void mesh_cuda_mailbox_unmap(const mesh_cu_lib *cu, mesh_cuda_mailbox *m)
         close(m->fd);
         m->fd = -1;
     }
+}
+
+/* ---- the kernel ops both paths share ---------------------------------- */
+
+static const mesh_cuda_usage *usage_of(const mesh_kernel *k)
+{
+    return k != NULL ? k->self : NULL;
+}
+
+bool mesh_cuda_k_regs(const mesh_kernel *k, uint32_t *out, char **err)
+{
+    const mesh_cuda_usage *u = usage_of(k);
+    if (u == NULL || out == NULL) {
+        return rig_err(err, "invalid: cuda kernel regs: NULL argument");
+    }
+    *out = u->regs;
+    return true;
+}
+
+bool mesh_cuda_k_local_bytes(const mesh_kernel *k, uint32_t *out, char **err)
+{
+    const mesh_cuda_usage *u = usage_of(k);
+    if (u == NULL || out == NULL) {
+        return rig_err(err, "invalid: cuda kernel local bytes: NULL argument");
+    }
+    *out = u->local;
+    return true;
+}
+
+bool mesh_cuda_k_max_blocks(const mesh_kernel *k, uint32_t *out, char **err)
+{
+    const mesh_cuda_usage *u = usage_of(k);
+    if (u == NULL || out == NULL) {
+        return rig_err(err,
+                       "invalid: cuda kernel blocks per SM: NULL argument");
+    }
+    *out = u->max_blocks;
+    return true;
+}
+
+uint64_t mesh_cuda_k_scratch(const mesh_kernel *k)
+{
+    const mesh_cuda_usage *u = usage_of(k);
+    return u != NULL ? u->scratch : 0;
 }

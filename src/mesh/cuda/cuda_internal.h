@@ -231,20 +231,33 @@ typedef struct {
     uint32_t reg_cap;  /* PX_REG_CAP */
 } mesh_cuda_image_spec;
 
+/* What a loaded image uses, as its mesh_kernel reports it.  Both kernels'
+ * self (the blink path's and an MPS worker's) begin with one, so that one
+ * set of kernel ops (mesh_cuda_k_*) reads it. */
+typedef struct {
+    uint32_t regs;       /* registers per thread */
+    uint32_t local;      /* local (stack) bytes per thread */
+    uint32_t max_blocks; /* resident blocks per SM (occupancy) */
+    uint64_t scratch;    /* the scratch's device address, 0: none */
+} mesh_cuda_usage;
+
+/* The kernel ops over k->self's leading mesh_cuda_usage. */
+bool mesh_cuda_k_regs(const mesh_kernel *k, uint32_t *out, char **err);
+bool mesh_cuda_k_local_bytes(const mesh_kernel *k, uint32_t *out, char **err);
+bool mesh_cuda_k_max_blocks(const mesh_kernel *k, uint32_t *out, char **err);
+uint64_t mesh_cuda_k_scratch(const mesh_kernel *k);
+
 /* A module loaded in the current context, with what a launch needs.  The
  * blink path holds one per kernel in the backend's context; an MPS worker
  * holds one in its own. */
 typedef struct {
+    mesh_cuda_usage use; /* first: see mesh_cuda_usage */
     CUmodule mod;
     CUfunction fn;
-    CUdeviceptr scratch;
     uint64_t scratch_bytes;
     uint32_t threads;
     uint32_t shared;
     uint32_t reg_cap;
-    uint32_t regs;
-    uint32_t local;
-    uint32_t max_blocks;
     /* Recorded after each launch: release waits for it (bounded). */
     CUevent last;
 } mesh_cuda_image;

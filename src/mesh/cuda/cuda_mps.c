@@ -321,7 +321,8 @@ struct mesh_cuda_mps {
 };
 
 struct mps_worker {
-    mesh_cuda_mps *m; /* NULL once the backend closed */
+    mesh_cuda_usage use; /* first: the kernel ops read it (the reply's) */
+    mesh_cuda_mps *m;    /* NULL once the backend closed */
     mps_worker *next;
     char *name;
     pid_t pid;
@@ -331,10 +332,6 @@ struct mps_worker {
     bool crash_reported;
     int32_t fault;
     char fault_name[64];
-    uint32_t regs;
-    uint32_t local;
-    uint32_t max_blocks;
-    uint64_t scratch;
 };
 
 /* The environment with CUDA_MPS_* of d (malloc'd strings). */
@@ -663,32 +660,6 @@ pid_t mesh_cuda_mps_pid(const mesh_kernel *k)
     return w != NULL && !w->gone ? w->pid : -1;
 }
 
-static bool k_regs(const mesh_kernel *k, uint32_t *out, char **err)
-{
-    (void)err;
-    *out = worker_of(k)->regs;
-    return true;
-}
-
-static bool k_local_bytes(const mesh_kernel *k, uint32_t *out, char **err)
-{
-    (void)err;
-    *out = worker_of(k)->local;
-    return true;
-}
-
-static bool k_max_blocks(const mesh_kernel *k, uint32_t *out, char **err)
-{
-    (void)err;
-    *out = worker_of(k)->max_blocks;
-    return true;
-}
-
-static uint64_t k_scratch(const mesh_kernel *k)
-{
-    return worker_of(k)->scratch;
-}
-
 static bool k_global_u32(const mesh_kernel *k, const char *name, uint32_t *out,
                          char **err)
 {
@@ -724,31 +695,15 @@ static void k_drop(mesh_kernel *k)
 
 static const mesh_kernel_ops mps_kernel_ops = {
     .exec = MESH_BACKEND_CUDA,
-    .regs = k_regs,
-    .local_bytes = k_local_bytes,
-    .max_blocks_per_sm = k_max_blocks,
-    .scratch = k_scratch,
+    .regs = mesh_cuda_k_regs,
+    .local_bytes = mesh_cuda_k_local_bytes,
+    .max_blocks_per_sm = mesh_cuda_k_max_blocks,
+    .scratch = mesh_cuda_k_scratch,
     .global_u32 = k_global_u32,
     .drop = k_drop,
 };
 
 /* ---- starting a worker -------------------------------------------------- */
-
-static bool write_all(int fd, const uint8_t *p, size_t n)
-{
-    while (n > 0) {
-        ssize_t w = write(fd, p, n);
-        if (w < 0 && errno == EINTR) {
-            continue;
-        }
-        if (w <= 0) {
-            return false;
-        }
-        p += w;
-        n -= (size_t)w;
-    }
-    return true;
-}
 
 /* In the child between fork and exec: async-signal-safe calls only. */
 static void worker_exec(const char *path, char **argv, char **envp, int mb,
@@ -791,7 +746,7 @@ static bool worker_start(mesh_cuda_mps *m, const mesh_prepared *p,
     w->sock = -1;
     w->pid = -1;
     cubin = memfd_create(man->name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
-    if (cubin < 0 || !write_all(cubin, p->code, p->code_len) ||
+    if (cubin < 0 || !mesh_child_write_all(cubin, p->code, p->code_len) ||
         fcntl(cubin, F_ADD_SEALS,
               F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) != 0) {
         rig_err(err, "load: program %s: the cubin's memfd: %s", man->name,
@@ -879,10 +834,10 @@ static bool worker_start(mesh_cuda_mps *m, const mesh_prepared *p,
         rig_err(err, "%s", r.err);
         goto out;
     }
-    w->regs = r.regs;
-    w->local = r.local;
-    w->max_blocks = r.max_blocks;
-    w->scratch = r.scratch;
+    w->use.regs = r.regs;
+    w->use.local = r.local;
+    w->use.max_blocks = r.max_blocks;
+    w->use.scratch = r.scratch;
     k->ops = &mps_kernel_ops;
     k->self = w;
     *out = k;

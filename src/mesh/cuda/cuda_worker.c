@@ -281,10 +281,10 @@ int main(int argc, char **argv)
         return 1;
     }
     r.ok = 1;
-    r.regs = w.im.regs;
-    r.local = w.im.local;
-    r.max_blocks = w.im.max_blocks;
-    r.scratch = (uint64_t)w.im.scratch;
+    r.regs = w.im.use.regs;
+    r.local = w.im.use.local;
+    r.max_blocks = w.im.use.max_blocks;
+    r.scratch = w.im.use.scratch;
     if (!send_reply(&r)) {
         finish(&w);
         return 1;

@@ -252,22 +252,6 @@ static bool comp_needs_ptx(const mesh_compiler *c)
     return false;
 }
 
-static bool write_all(int fd, const uint8_t *p, size_t n)
-{
-    while (n > 0) {
-        ssize_t w = write(fd, p, n);
-        if (w < 0 && errno == EINTR) {
-            continue;
-        }
-        if (w <= 0) {
-            return false;
-        }
-        p += w;
-        n -= (size_t)w;
-    }
-    return true;
-}
-
 static bool make_image(const mesh_manifest *m, const mesh_payload_file *f,
                        native_image **out, char **err)
 {
@@ -299,7 +283,7 @@ static bool make_image(const mesh_manifest *m, const mesh_payload_file *f,
         return rig_err(err, "system: memfd_create for program %s failed: %s",
                        m->name, strerror(e));
     }
-    if (!write_all(im->exe_fd, f->data, f->len) ||
+    if (!mesh_child_write_all(im->exe_fd, f->data, f->len) ||
         fcntl(im->exe_fd, F_ADD_SEALS,
               F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) != 0) {
         int e = errno;
