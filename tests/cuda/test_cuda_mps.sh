@@ -11,26 +11,18 @@
 set -u
 b=${top_builddir:-.}
 s=${top_srcdir:-.}
-lib="$b/tests/cuda/.libs/libcudamock.so"
 worker="$b/src/mesh/cuda/rig-cuda-worker"
 prog="$b/tests/cuda/test_cuda_mps"
-if [ ! -f "$lib" ]; then
-    echo "SKIP: $lib is not built"
-    exit 77
-fi
-dir=$(mktemp -d "${TMPDIR:-/tmp}/rig-mockmps.XXXXXX") || exit 1
-trap 'rm -rf "$dir"' EXIT
-mkdir "$dir/lib" "$dir/bin" "$dir/job"
-ln -s "$(cd "$(dirname "$lib")" && pwd)/libcudamock.so" "$dir/lib/libcuda.so.1"
+. "$s/tests/cuda/mock_env.sh"
+mkdir "$dir/bin" "$dir/job"
 printf '#!/bin/sh\nexec /bin/sh "%s" "$@"\n' \
     "$(cd "$s/tests/cuda" && pwd)/fake_mps_control.sh" \
     >"$dir/bin/nvidia-cuda-mps-control"
 chmod +x "$dir/bin/nvidia-cuda-mps-control"
 rec="$dir/record"
-LD_LIBRARY_PATH="$dir/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 RIG_MESH_CUDA_WORKER=$(cd "$(dirname "$worker")" && pwd)/rig-cuda-worker
 RIG_FAKE_MPS_RECORD=$rec
-export LD_LIBRARY_PATH RIG_MESH_CUDA_WORKER RIG_FAKE_MPS_RECORD
+export RIG_MESH_CUDA_WORKER RIG_FAKE_MPS_RECORD
 unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY RIG_FAKE_MPS_FAIL
 fail() {
     echo "FAIL: $*"

@@ -5,19 +5,10 @@
 # --nvjitlink decides where nvJitLink comes from.
 set -u
 b=${top_builddir:-.}
-lib="$b/tests/cuda/.libs/libcudamock.so"
 run="$b/tools/mesh_run"
 cat="$b/examples/cuda/catalog"
-if [ ! -f "$lib" ]; then
-    echo "SKIP: $lib is not built"
-    exit 77
-fi
-dir=$(mktemp -d "${TMPDIR:-/tmp}/rig-mockcuda.XXXXXX") || exit 1
-trap 'rm -rf "$dir"' EXIT
-ln -s "$(cd "$(dirname "$lib")" && pwd)/libcudamock.so" "$dir/libcuda.so.1"
+. "${top_srcdir:-.}/tests/cuda/mock_env.sh"
 mkdir "$dir/empty"
-LD_LIBRARY_PATH="$dir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-export LD_LIBRARY_PATH
 unset MESH_NVJITLINK_DIR
 
 # The toolkit's nvJitLink (the default directory, or MESH_NVJITLINK_DIR as

@@ -126,7 +126,8 @@ tests_cuda_libcudamock_la_CPPFLAGS = $(CUDA_CFLAGS)
 tests_cuda_libcudamock_la_CFLAGS = $(RIG_CFLAGS)
 tests_cuda_libcudamock_la_LDFLAGS = -module -avoid-version -shared \
 	-rpath /nowhere $(PTHREAD_LIBS)
-EXTRA_DIST += tests/cuda/test_cuda_mock.sh tests/cuda/test_mesh_run_cuda.sh
+EXTRA_DIST += tests/cuda/test_cuda_mock.sh tests/cuda/test_mesh_run_cuda.sh \
+	tests/cuda/mock_env.sh
 TESTS += tests/cuda/test_cuda_mock.sh tests/cuda/test_mesh_run_cuda.sh
 
 # MPS isolation against the stand-in driver and a fake control program
