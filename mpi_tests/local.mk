@@ -22,10 +22,7 @@ MPI_TEST_FILES = \
 	mpi_tests/rails_mpi_np3.mpi \
 	mpi_tests/rails_mpi_np4.mpi \
 	mpi_tests/job_mpi_np2.mpi \
-	mpi_tests/job_mpi_np3.mpi \
-	mpi_tests/failure_mpi_np3.mpi \
-	mpi_tests/kill_mpi_np3.mpi \
-	mpi_tests/finalize_mpi_np2.mpi
+	mpi_tests/job_mpi_np3.mpi
 EXTRA_DIST += $(MPI_TEST_FILES)
 
 if RIG_RAILS

@@ -176,6 +176,9 @@ static int test_kill(void)
         fflush(stdout);
         send_time(0, run);
         send_time(1, run);
+        /* Die only once both have the time (see test_finalize). */
+        T_ASSERT(rig_end_wait_arrived(end_of(0), run + 1));
+        T_ASSERT(rig_end_wait_arrived(end_of(1), run + 1));
         raise(SIGKILL);
         for (;;) {
             pause();
@@ -183,6 +186,7 @@ static int test_kill(void)
     }
     int other = 1 - me;
     uint64_t t_kill = recv_time(2, run);
+    rig_end_ready(end_of(2), run + 1); /* got it: rank 2 may die */
     uint64_t t_seen = wait_failed(2, run + 2);
     /* The survivors' own rail fails too. */
     T_ASSERT(!rig_end_wait_arrived(end_of(other), run + 2));
@@ -250,12 +254,16 @@ static int test_finalize(void)
     }
     if (me == 1) {
         send_time(0, run);
+        /* Finalize only once rank 0 has the time: the failure must not
+         * overtake it, since a failed count hides what arrived before. */
+        T_ASSERT(rig_end_wait_arrived(end_of(0), run + 1));
         left_open = job; /* never closed, on purpose (reachable for LSan) */
         MPI_Finalize();
         printf("rank 1: PASS finalize (left its job open)\n");
         return 0;
     }
     uint64_t t0 = recv_time(1, run);
+    rig_end_ready(end_of(1), run + 1); /* got it: rank 1 may finalize */
     uint64_t seen = wait_failed(1, run + 2);
     check_all_failed();
     check_later_call(1, "rank 1 finalized MPI");
