@@ -14,6 +14,7 @@
 #include "mesh/mesh_internal.h"
 #include "mesh/executors.h"
 #include "mesh/loader.h"
+#include "cuda_test_util.h"
 #include "test_util.h"
 
 #include <stdatomic.h>
@@ -24,13 +25,6 @@
 
 static mesh_backend *be;
 static mesh_cu_lib cu;
-
-static void nap_ms(unsigned ms)
-{
-    struct timespec ts = {.tv_sec = ms / 1000,
-                          .tv_nsec = (long)(ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-}
 
 static bool prepare(const char *name, mesh_prepared *p)
 {
@@ -151,41 +145,13 @@ static void test_lifecycle(void)
            "%.1f ms\n",
            regs, local, blocks, p.compile_ms);
     T_OK(be->ops->new_stream(be, slot, k, &st, &err), err);
-    atomic_store(&w->halt, 0);
-    atomic_store(&w->online, 0);
-    atomic_store(&w->exited, 0);
-    atomic_store(&w->points[0], 0);
-    atomic_store(&w->nodes, nodes);
-    atomic_fetch_add(&w->launch, 1);
-    T_OK(be->ops->launch(be, st, k, nodes, dev, slot, &err), err);
-    uint64_t t0 = rig_now_ns();
-    uint32_t limit = be->ops->online_timeout_ms(be);
-    while (atomic_load(&w->online) < nodes &&
-           rig_now_ns() - t0 < (uint64_t)limit * 1000000u) {
-        nap_ms(1);
-    }
-    double online_ms = (double)(rig_now_ns() - t0) / 1e6;
-    T_EQ_U(atomic_load(&w->online), nodes);
-    uint64_t a = atomic_load(&w->points[0]);
-    nap_ms(100);
-    uint64_t b = atomic_load(&w->points[0]);
-    T_TRUE(b > a);
-    bool done = true;
-    T_OK(be->ops->query(be, st, k, &done, &err), err);
-    T_TRUE(!done);
-    atomic_store(&w->halt, 1);
-    t0 = rig_now_ns();
-    while (!done && rig_now_ns() - t0 < 2000000000ull) {
-        T_OK(be->ops->query(be, st, k, &done, &err), err);
-        nap_ms(1);
-    }
-    T_TRUE(done);
-    T_EQ_U(atomic_load(&w->exited), nodes);
-    T_TRUE(be->ops->crashed(be, st, k) == NULL);
+    uint64_t a = 0, b = 0;
+    double online_ms =
+        cuda_lifecycle(be, st, k, w, slot, nodes, dev,
+                       be->ops->online_timeout_ms(be), 2000, &a, &b);
     printf("GPU lifecycle: online in %.1f ms, count %llu -> %llu in 100 ms, "
-           "halted %s\n",
-           online_ms, (unsigned long long)a, (unsigned long long)b,
-           done ? "done" : "NOT DONE");
+           "halted\n",
+           online_ms, (unsigned long long)a, (unsigned long long)b);
     T_OK(be->ops->unload(be, k, &err), err);
     mesh_stream_drop(st);
     mesh_prepared_free(&p);

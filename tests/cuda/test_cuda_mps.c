@@ -21,6 +21,7 @@
 #include "mesh/executors.h"
 #include "mesh/loader.h"
 #include "mesh/mesh_internal.h"
+#include "cuda_test_util.h"
 #include "test_util.h"
 
 #include <dirent.h>
@@ -35,13 +36,6 @@
 #include <unistd.h>
 
 static mesh_backend *be;
-
-static void nap_ms(unsigned ms)
-{
-    struct timespec ts = {.tv_sec = ms / 1000,
-                          .tv_nsec = (long)(ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-}
 
 /* This process's children named rig-cuda-worker (zombies too): how many,
  * and up to max of their pids. */
@@ -158,35 +152,10 @@ static void test_lifecycle(void)
     T_TRUE(blocks > 0);
     T_TRUE(mesh_kernel_scratch(k) != 0);
     T_OK(be->ops->new_stream(be, slot, k, &st, &err), err);
-    atomic_store(&w->halt, 0);
-    atomic_store(&w->online, 0);
-    atomic_store(&w->exited, 0);
-    atomic_store(&w->points[0], 0);
-    T_OK(be->ops->launch(be, st, k, nodes, dev, slot, &err), err);
-    uint64_t t0 = rig_now_ns();
-    while (atomic_load(&w->online) < nodes &&
-           rig_now_ns() - t0 < 5000000000ull) {
-        nap_ms(1);
-    }
-    T_EQ_U(atomic_load(&w->online), nodes);
+    uint64_t a = 0, b = 0;
+    cuda_lifecycle(be, st, k, w, slot, nodes, dev, 5000, 5000, &a, &b);
     /* The worker's own view of the launch's PX words. */
     T_EQ_U(atomic_load(&w->scratch), mesh_kernel_scratch(k));
-    uint64_t a = atomic_load(&w->points[0]);
-    nap_ms(100);
-    uint64_t b = atomic_load(&w->points[0]);
-    T_TRUE(b > a);
-    bool done = true;
-    T_OK(be->ops->query(be, st, k, &done, &err), err);
-    T_TRUE(!done);
-    atomic_store(&w->halt, 1);
-    t0 = rig_now_ns();
-    while (!done && rig_now_ns() - t0 < 5000000000ull) {
-        T_OK(be->ops->query(be, st, k, &done, &err), err);
-        nap_ms(1);
-    }
-    T_TRUE(done);
-    T_EQ_U(atomic_load(&w->exited), nodes);
-    T_TRUE(be->ops->crashed(be, st, k) == NULL);
     T_OK(be->ops->unload(be, k, &err), err);
     mesh_stream_drop(st);
     T_EQ_U(workers(NULL, 0), 0);

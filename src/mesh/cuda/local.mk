@@ -109,7 +109,8 @@ UNIT_TESTS += tests/cuda/test_cuda_compile
 
 # The GPU tests: exit 77 with the reason where the backend does not open.
 check_PROGRAMS += tests/cuda/test_cuda_gpu
-tests_cuda_test_cuda_gpu_SOURCES = tests/cuda/test_cuda_gpu.c
+tests_cuda_test_cuda_gpu_SOURCES = tests/cuda/test_cuda_gpu.c \
+	tests/cuda/cuda_test_util.h
 tests_cuda_test_cuda_gpu_CPPFLAGS = $(CUDA_TEST_CPPFLAGS)
 tests_cuda_test_cuda_gpu_CFLAGS = $(RIG_CFLAGS)
 tests_cuda_test_cuda_gpu_LDADD = $(CUDA_TEST_LDADD)
@@ -135,7 +136,8 @@ TESTS += tests/cuda/test_cuda_mock.sh tests/cuda/test_mesh_run_cuda.sh
 # the daemon's start and quit.  On a GPU, device-check.sh runs the same
 # test program against the real driver and MPS.
 check_PROGRAMS += tests/cuda/test_cuda_mps
-tests_cuda_test_cuda_mps_SOURCES = tests/cuda/test_cuda_mps.c
+tests_cuda_test_cuda_mps_SOURCES = tests/cuda/test_cuda_mps.c \
+	tests/cuda/cuda_test_util.h
 tests_cuda_test_cuda_mps_CPPFLAGS = $(CUDA_TEST_CPPFLAGS)
 tests_cuda_test_cuda_mps_CFLAGS = $(RIG_CFLAGS)
 tests_cuda_test_cuda_mps_LDADD = $(CUDA_TEST_LDADD)
