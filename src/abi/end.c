@@ -286,6 +286,23 @@ bool rig_end_failed(const rig_end *e)
                          rig_end_arrived(e) == RIG_COUNT_FAILED);
 }
 
+/* Where count c lands (the first byte of its transfer in its inbound
+ * copy), for a wait on `arrived` of an end that knows its receive list;
+ * NULL otherwise.  A wait pulls that line into this cache while it polls,
+ * so the count is the only line still to come.  Computed only once a wait
+ * has to poll: a count that is there already costs no division. */
+static const char *landing(const rig_end *e, size_t at, uint64_t c)
+{
+    if (at != RIG_ARRIVED_AT || e->nland == 0 || c == 0 ||
+        c >= RIG_COUNT_FAILED) {
+        return NULL;
+    }
+    uint64_t k = (c - 1) % (2 * e->nland); /* copy 1 from nland on */
+    bool second = k >= e->nland;
+    return (const char *)e->inbound.base + (second ? e->inbound.len / 2 : 0) +
+           e->land[second ? k - e->nland : k];
+}
+
 static bool wait_count(const rig_end *e, size_t at, uint64_t c,
                        uint32_t timeout_ms, bool *timed_out)
 {
@@ -297,15 +314,7 @@ static bool wait_count(const rig_end *e, size_t at, uint64_t c,
     }
     _Atomic uint64_t *count =
         (_Atomic uint64_t *)((uintptr_t)e->counts.base + at);
-    /* Where count c lands, pulled into this cache while the count is
-     * polled: then the count is the only line still to come. */
     const char *pull = NULL;
-    if (at == RIG_ARRIVED_AT && e->nland > 0 && c >= 1 &&
-        c < RIG_COUNT_FAILED) {
-        uint64_t k = (c - 1) % (2 * e->nland);
-        pull = (const char *)e->inbound.base +
-               (k >= e->nland ? e->inbound.len / 2 : 0) + e->land[k % e->nland];
-    }
     rig_backoff b = {0};
     uint64_t deadline = 0;
     for (;;) {
@@ -326,6 +335,9 @@ static bool wait_count(const rig_end *e, size_t at, uint64_t c,
                 }
                 return false;
             }
+        }
+        if (b.spins == 0) { /* the first miss: the count is not there */
+            pull = landing(e, at, c);
         }
         if (pull != NULL) {
             __builtin_prefetch(pull, 0, 3);
