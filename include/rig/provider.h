@@ -28,7 +28,10 @@
  * 2. Make the end.  Fill a rig_end_desc: the three areas (an empty
  *    direction is {NULL, 0}), wake, ready_fn (NULL: rig's own, which finds
  *    the end by its counts address -- use it unless you have a faster
- *    lookup), release, and self (handed back to wake and release).  Then
+ *    lookup), release, self (handed back to wake and release), and --
+ *    optional, for a transport that stores straight into this memory --
+ *    the receive list (receive, nreceive), so that waits for `arrived`
+ *    pull the awaited transfer's line while they poll.  Then
  *    rig_end_make (the end is now live: ready_fn finds it) and
  *    rig_rail_make(id, end) (the rail takes the end's reference; a rail
  *    and its local end share one count, so either keeps both alive).  Give
