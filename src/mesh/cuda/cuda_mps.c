@@ -580,6 +580,17 @@ static bool call(mps_worker *w, const mesh_mps_cmd *c, mesh_mps_reply *r,
     return false;
 }
 
+/* A worker's refusal, r->err (text that starts with its reason word), as
+ * *err; true when r says ok. */
+static bool reply_ok(mesh_mps_reply *r, char **err)
+{
+    if (r->ok != 0) {
+        return true;
+    }
+    r->err[sizeof(r->err) - 1] = '\0';
+    return rig_err(err, "%s", r->err);
+}
+
 /* Ends w: EXIT, its reply, its end; SIGKILL past the wait.  False with
  * the worker's timeout when its kernel still ran. */
 static bool worker_stop(mps_worker *w, uint32_t wait_ms, char **err)
@@ -589,9 +600,8 @@ static bool worker_stop(mps_worker *w, uint32_t wait_ms, char **err)
         mesh_mps_cmd c = {.op = MESH_MPS_EXIT};
         mesh_mps_reply r;
         char *e = NULL;
-        if (call(w, &c, &r, wait_ms + MPS_REPLY_MS, &e) && r.ok == 0) {
-            r.err[sizeof(r.err) - 1] = '\0';
-            ok = rig_err(err, "%s", r.err);
+        if (call(w, &c, &r, wait_ms + MPS_REPLY_MS, &e)) {
+            ok = reply_ok(&r, err);
         }
         free(e);
         int st = 0;
@@ -670,12 +680,8 @@ static bool k_global_u32(const mesh_kernel *k, const char *name, uint32_t *out,
     }
     memcpy(c.name, name, strlen(name) + 1);
     mesh_mps_reply r;
-    if (!call(w, &c, &r, MPS_REPLY_MS, err)) {
+    if (!call(w, &c, &r, MPS_REPLY_MS, err) || !reply_ok(&r, err)) {
         return false;
-    }
-    if (r.ok == 0) {
-        r.err[sizeof(r.err) - 1] = '\0';
-        return rig_err(err, "%s", r.err);
     }
     *out = r.value;
     return true;
@@ -829,9 +835,7 @@ static bool worker_start(mesh_cuda_mps *m, const mesh_prepared *p,
         free(why);
         goto out;
     }
-    if (r.ok == 0) {
-        r.err[sizeof(r.err) - 1] = '\0';
-        rig_err(err, "%s", r.err);
+    if (!reply_ok(&r, err)) {
         goto out;
     }
     w->use.regs = r.regs;
@@ -905,12 +909,8 @@ bool mesh_cuda_mps_launch(const mesh_kernel *k, uint32_t slot, uint32_t nodes,
     mps_worker *w = worker_of(k);
     mesh_mps_cmd c = {.op = MESH_MPS_LAUNCH, .slot = slot, .nodes = nodes};
     mesh_mps_reply r;
-    if (!call(w, &c, &r, MPS_REPLY_MS, err)) {
+    if (!call(w, &c, &r, MPS_REPLY_MS, err) || !reply_ok(&r, err)) {
         return false;
-    }
-    if (r.ok == 0) {
-        r.err[sizeof(r.err) - 1] = '\0';
-        return rig_err(err, "%s", r.err);
     }
     w->fault = 0;
     w->crash_reported = false;
