@@ -233,12 +233,13 @@ typedef struct {
 
 /* What a loaded image uses, as its mesh_kernel reports it.  Both kernels'
  * self (the blink path's and an MPS worker's) begin with one, so that one
- * set of kernel ops (mesh_cuda_k_*) reads it. */
+ * kernel ops table (mesh_cuda_kernel_ops) serves both. */
 typedef struct {
     uint32_t regs;       /* registers per thread */
     uint32_t local;      /* local (stack) bytes per thread */
     uint32_t max_blocks; /* resident blocks per SM (occupancy) */
     uint64_t scratch;    /* the scratch's device address, 0: none */
+    bool mps;            /* an MPS worker's kernel (cuda_mps.c); else blink */
 } mesh_cuda_usage;
 
 /* The kernel ops over k->self's leading mesh_cuda_usage. */

@@ -1,12 +1,15 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* Internals of MPS isolation: the worker's command protocol (cuda_mps.c
- * <-> cuda_worker.c) and the backend's MPS side (cuda_mps.c).  The image
- * and mailbox code the backend and its workers share is in cuda_internal.h.
- * Only src/mesh/cuda includes this. */
+ * <-> cuda_worker.c), the private daemons (cuda_mps_daemon.c), finding the
+ * programs (cuda_mps_programs.c) and the backend's MPS side (cuda_mps.c).
+ * The image and mailbox code the backend and its workers share is in
+ * cuda_internal.h.  Only src/mesh/cuda includes this. */
 #ifndef MESH_CUDA_MPS_INTERNAL_H
 #define MESH_CUDA_MPS_INTERNAL_H
 
 #include "cuda_internal.h"
+
+#include "../child_internal.h"
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -69,14 +72,43 @@ typedef struct {
 _Static_assert(sizeof(mesh_mps_cmd) == 80, "command size");
 _Static_assert(sizeof(mesh_mps_reply) == 480, "reply size");
 
-/* ---- the backend's MPS side (cuda_mps.c) -------------------------------- */
+/* ---- finding the programs (cuda_mps_programs.c) ------------------------- */
 
-typedef struct mesh_cuda_mps mesh_cuda_mps;
+/* The worker program's file name. */
+#define MESH_MPS_WORKER_NAME "rig-cuda-worker"
 
 /* Where MPS isolation's two programs are: nvidia-cuda-mps-control (PATH,
  * then the toolkit's bin) and rig-cuda-worker ($RIG_MESH_CUDA_WORKER, else
  * the installed one).  Errors: "unsupported: " naming what is missing. */
 bool mesh_cuda_mps_check(char **err);
+/* As mesh_cuda_mps_check, and *ctl (ctl may be NULL) is the control
+ * program's path (malloc'd, shorter than PATH_MAX). */
+bool mesh_cuda_mps_find(char **ctl, char **err);
+/* The worker program: $RIG_MESH_CUDA_WORKER, else the installed one. */
+const char *mesh_cuda_mps_worker_path(void);
+
+/* ---- the daemons (cuda_mps_daemon.c) ------------------------------------- */
+
+typedef struct mesh_cuda_mps_daemon mesh_cuda_mps_daemon;
+
+/* Takes one of the process's daemon entries, registers the MPS cleanup,
+ * makes the private folders and starts the control program ctl (owned,
+ * freed) with -d, then waits for its control pipe.  Errors: "limits: "
+ * (too many backends in MPS isolation), "system: ", "nomem: ". */
+bool mesh_cuda_mps_daemon_start(char *ctl, mesh_cuda_mps_daemon **out,
+                                char **err);
+/* Quits the daemon, removes its folders and frees its entry (NULL:
+ * nothing).  Its workers must be gone. */
+void mesh_cuda_mps_daemon_stop(mesh_cuda_mps_daemon *d);
+/* The environment the daemon's clients start with (CUDA_MPS_*): valid
+ * while d runs. */
+char **mesh_cuda_mps_daemon_env(const mesh_cuda_mps_daemon *d);
+/* The process-wide table of live workers, which the MPS cleanup kills. */
+mesh_child_table *mesh_cuda_mps_workers(void);
+
+/* ---- the backend's MPS side (cuda_mps.c) -------------------------------- */
+
+typedef struct mesh_cuda_mps mesh_cuda_mps;
 
 /* Starts the private control daemon of a backend: inner is its compiler
  * (the MPS compiler wraps it), mailbox_fd the mailbox workers map, device
@@ -93,8 +125,17 @@ const mesh_compiler *mesh_cuda_mps_compiler(mesh_cuda_mps *m);
 /* Workers started from now on set this stack limit (0: the driver's). */
 void mesh_cuda_mps_set_stack(mesh_cuda_mps *m, size_t bytes);
 
+/* The kernel ops of both isolation modes (cuda_launch.c): an MPS worker's
+ * kernel is one whose mesh_cuda_usage says mps. */
+extern const mesh_kernel_ops mesh_cuda_kernel_ops;
+
 /* Whether k is an MPS worker's kernel (of any backend). */
 bool mesh_cuda_mps_kernel(const mesh_kernel *k);
+/* The kernel ops global_u32 and drop for a worker's kernel: a command to
+ * the worker, and its end (EXIT, then SIGKILL after the wait). */
+bool mesh_cuda_mps_global_u32(const mesh_kernel *k, const char *name,
+                              uint32_t *out, char **err);
+void mesh_cuda_mps_drop(mesh_kernel *k);
 /* The worker's pid, or -1 when it is gone (k an MPS kernel). */
 pid_t mesh_cuda_mps_pid(const mesh_kernel *k);
 

@@ -3,7 +3,8 @@
 # its tests and example programs.  Built wherever CUDA's headers are; the
 # GPU tests skip (exit 77) on machines without a GPU.
 meshinclude_HEADERS += include/mesh/cuda.h
-noinst_HEADERS += src/mesh/cuda/cuda_internal.h src/mesh/cuda/cuda_mps_internal.h
+noinst_HEADERS += src/mesh/cuda/cuda_internal.h \
+	src/mesh/cuda/cuda_mps_internal.h src/mesh/cuda/cuda_backend_internal.h
 
 # The example programs: CUDA C, with their PTX committed so that machines
 # without nvcc run them too.  The build assembles a catalog of them in the
@@ -65,7 +66,9 @@ if RIG_HAVE_HWLOC
 noinst_LTLIBRARIES += src/mesh/cuda/libmeshcuda.la
 src_mesh_cuda_libmeshcuda_la_SOURCES = src/mesh/cuda/cuda_lib.c \
 	src/mesh/cuda/cuda_compile.c src/mesh/cuda/cuda_image.c \
-	src/mesh/cuda/cuda_mps.c src/mesh/cuda/cuda_backend.c
+	src/mesh/cuda/cuda_mps_programs.c src/mesh/cuda/cuda_mps_daemon.c \
+	src/mesh/cuda/cuda_mps.c src/mesh/cuda/cuda_backend.c \
+	src/mesh/cuda/cuda_launch.c src/mesh/cuda/cuda_occupancy.c
 src_mesh_cuda_libmeshcuda_la_CPPFLAGS = $(RIG_ABI_CPPFLAGS) $(CUDA_CFLAGS) \
 	$(HWLOC_CFLAGS) $(JANSSON_CFLAGS) $(XXHASH_CFLAGS) -I$(top_srcdir)/src \
 	-DRIG_PKGLIBEXECDIR='"$(pkglibexecdir)"'
