@@ -1,10 +1,30 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* The CUDA backend: open, caps, contexts, the mailbox and the ops table.
  *
- * Decisions the spec leaves open:
+ * Decisions the spec leaves open, each from CUDA 13's cuda.h or NVIDIA's
+ * documentation:
  * - One device per backend (RIG_MESH_CUDA_DEVICE, default 0), driven
  *   through its primary context, or through a green context of
- *   RIG_MESH_CUDA_SMS SMs when that is set (caps' green and sms then say so).
+ *   RIG_MESH_CUDA_SMS SMs when that is set.  The SM split rounds the count
+ *   up to the device's partition granularity ("On Compute Architecture
+ *   9.0+: The minimum count is 8 SMs and must be a multiple of 8") and may
+ *   make fewer groups than asked: the group made is checked, and caps'
+ *   green and sms say what was given.
+ * - The driver must run what nvJitLink compiles: cubins of nvJitLink N.x
+ *   need a driver of CUDA N or later (minor version compatibility holds
+ *   within a major release only), so open compares cuDriverGetVersion
+ *   with nvJitLinkVersion and refuses up front ("unsupported: ") instead
+ *   of failing a load after a blink.  It refuses a device with a run time
+ *   limit on kernels (CU_DEVICE_ATTRIBUTE_KERNEL_EXEC_TIMEOUT, a display
+ *   watchdog: resident kernels would be killed) and one in the Prohibited
+ *   compute mode ("No contexts can be created on this device").
+ * - No context of rig's stays current on the caller's thread: every op
+ *   that calls the driver pushes the backend's context and pops it
+ *   (mesh_cuda_push).  A UCX built with CUDA registers host memory itself
+ *   in ucp_mem_map whenever a context is current (uct_cuda_copy_mem_reg),
+ *   and rails' end registration then meets
+ *   CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED.  make_current only checks
+ *   that the context can be made current here.
  * - The mailbox is a memfd mapping registered with cuMemHostRegister
  *   (DEVICEMAP | PORTABLE): pinned host memory the kernels reach by a
  *   device address, and a file another process (an MPS worker) can map and
@@ -13,13 +33,17 @@
  *   every resident program through the mailbox before a module change and
  *   relaunches them after; scratch lives in device memory owned by the
  *   kernel, so a program's state survives its relaunch.
- * - Kernels, streams and launches are cuda_launch.c's; what fits on the
- *   SMs (admit and the launch's budget) is cuda_occupancy.c's.
+ * - Kernels, streams, launches and faults are cuda_launch.c's; what fits
+ *   on the SMs (admit and the launch's budget) is cuda_occupancy.c's.
  * - MPS (RIG_MESH_CUDA_ISOLATION=mps): a private control daemon and one
  *   worker process per program, each an MPS client with its own context
- *   (cuda_mps.c has the decisions).  The backend keeps the caps, the
- *   mailbox and the occupancy budget for both modes.  The image and
- *   mailbox code both run is in cuda_image.c.  MPS takes the whole device:
+ *   (cuda_mps.c has the decisions).  The backend itself makes no context
+ *   then: one would make its process a plain client of the GPU beside the
+ *   MPS server, which under the Exclusive-Process compute mode ("Only one
+ *   context used by a single process can be present on this device")
+ *   keeps the server, and every worker, from starting.  It reads the caps
+ *   with device attributes and maps the mailbox without registering it
+ *   (each worker registers its own mapping).  MPS takes the whole device:
  *   RIG_MESH_CUDA_SMS (a green context) is refused with it. */
 #include "cuda_backend_internal.h"
 
@@ -243,8 +267,31 @@ static bool make_green(cuda_backend *be, uint32_t want, char **err)
         !mesh_cu_check(cu,
                        cu->cuDevSmResourceSplitByCount_p(&part, &groups, &all,
                                                          &rest, 0, want),
-                       "unsupported", "cuDevSmResourceSplitByCount", err) ||
-        !mesh_cu_check(cu, cu->cuDevResourceGenerateDesc_p(&desc, &part, 1),
+                       "unsupported", "cuDevSmResourceSplitByCount", err)) {
+        return false;
+    }
+    /* "This may lead to fewer groups created than purely dividing the
+     * total SM count by the minCount due to cluster requirements or
+     * alignment and granularity requirements for the minCount" (cuda.h):
+     * none at all when the rounded count exceeds the device. */
+    if (groups != 1 || part.type != CU_DEV_RESOURCE_TYPE_SM ||
+        part.sm.smCount < want || part.sm.smCount > be->caps.sms_total) {
+        return rig_err(err,
+                       "unsupported: RIG_MESH_CUDA_SMS=%u: the device's SMs "
+                       "split into %u group%s of %u SMs (partitions of at "
+                       "least %u, a multiple of %u, out of %u)",
+                       want, groups, groups == 1 ? "" : "s",
+                       groups > 0 ? part.sm.smCount : 0,
+                       all.sm.minSmPartitionSize, all.sm.smCoscheduledAlignment,
+                       all.sm.smCount);
+    }
+    if (part.sm.smCount != want) {
+        rig_log(RIG_LOG_INFO,
+                "mesh: cuda: RIG_MESH_CUDA_SMS=%u gives a green context of "
+                "%u SMs (the device's partition granularity)",
+                want, part.sm.smCount);
+    }
+    if (!mesh_cu_check(cu, cu->cuDevResourceGenerateDesc_p(&desc, &part, 1),
                        "unsupported", "cuDevResourceGenerateDesc", err) ||
         !mesh_cu_check(cu,
                        cu->cuGreenCtxCreate_p(&be->green, desc, be->dev,
@@ -263,22 +310,46 @@ static bool make_green(cuda_backend *be, uint32_t want, char **err)
     return true;
 }
 
-bool mesh_cuda_current(const cuda_backend *be, char **err)
+bool mesh_cuda_push(const cuda_backend *be, char **err)
 {
-    return mesh_cu_check(&be->cu, be->cu.cuCtxSetCurrent_p(be->ctx), NULL,
-                         "cuCtxSetCurrent", err);
+    return mesh_cu_check(&be->cu, be->cu.cuCtxPushCurrent_p(be->ctx), NULL,
+                         "cuCtxPushCurrent", err);
 }
 
+void mesh_cuda_pop(const cuda_backend *be)
+{
+    CUcontext popped = NULL;
+    be->cu.cuCtxPopCurrent_p(&popped);
+}
+
+/* Whether the backend's context can be made current on this thread: the
+ * ops make it current themselves, for their own duration. */
 static bool cuda_make_current(const mesh_backend *b, char **err)
 {
-    return mesh_cuda_current(b->self, err);
+    const cuda_backend *be = b->self;
+    if (be->ctx == NULL) {
+        return true; /* MPS: the workers' contexts are their own */
+    }
+    if (!mesh_cuda_push(be, err)) {
+        return false;
+    }
+    mesh_cuda_pop(be);
+    return true;
 }
 
 /* ---- the mailbox -------------------------------------------------------- */
 
 static bool mailbox_make(cuda_backend *be, char **err)
 {
-    if (!mesh_cuda_mailbox_map(&be->cu, -1, &be->mbox, err)) {
+    bool reg = be->ctx != NULL;
+    if (reg && !mesh_cuda_push(be, err)) {
+        return false;
+    }
+    bool ok = mesh_cuda_mailbox_map(&be->cu, -1, reg, &be->mbox, err);
+    if (reg) {
+        mesh_cuda_pop(be);
+    }
+    if (!ok) {
         return false;
     }
     mesh_control_block *mb = be->mbox.mb;
@@ -307,7 +378,11 @@ static bool mailbox_make(cuda_backend *be, char **err)
 
 static void mailbox_free(cuda_backend *be)
 {
+    bool pushed = be->mbox.registered && mesh_cuda_push(be, NULL);
     mesh_cuda_mailbox_unmap(&be->cu, &be->mbox);
+    if (pushed) {
+        mesh_cuda_pop(be);
+    }
     be->mb = NULL;
 }
 
@@ -376,33 +451,38 @@ static bool cuda_stack_limit(const mesh_backend *b, size_t *out, char **err)
     if (out == NULL) {
         return rig_err(err, "invalid: cuda stack_limit: out is NULL");
     }
-    if (!cuda_make_current(b, err)) {
+    if (be->mps != NULL) {
+        /* The workers' contexts have the limit; the backend has none. */
+        return mesh_cuda_mps_stack(be->mps, out, err);
+    }
+    if (!mesh_cuda_push(be, err)) {
         return false;
     }
-    return mesh_cu_check(&be->cu,
-                         be->cu.cuCtxGetLimit_p(out, CU_LIMIT_STACK_SIZE), NULL,
-                         "cuCtxGetLimit(CU_LIMIT_STACK_SIZE)", err);
+    bool ok =
+        mesh_cu_check(&be->cu, be->cu.cuCtxGetLimit_p(out, CU_LIMIT_STACK_SIZE),
+                      NULL, "cuCtxGetLimit(CU_LIMIT_STACK_SIZE)", err);
+    mesh_cuda_pop(be);
+    return ok;
 }
 
 static bool cuda_set_stack_limit(const mesh_backend *b, size_t bytes,
                                  char **err)
 {
     const cuda_backend *be = b->self;
-    if (!cuda_make_current(b, err)) {
+    if (be->mps != NULL) {
+        mesh_cuda_mps_set_stack(be->mps, bytes);
+        return true;
+    }
+    if (!mesh_cuda_push(be, err)) {
         return false;
     }
     /* The driver resizes every thread's stack: it waits for the context's
      * work, so the driver calls it with no program running. */
     CUresult r = be->cu.cuCtxSetLimit_p(CU_LIMIT_STACK_SIZE, bytes);
-    if (!mesh_cu_check(&be->cu, r,
-                       r == CUDA_ERROR_INVALID_VALUE ? "limits" : NULL,
-                       "cuCtxSetLimit(CU_LIMIT_STACK_SIZE)", err)) {
-        return false;
-    }
-    if (be->mps != NULL) {
-        mesh_cuda_mps_set_stack(be->mps, bytes);
-    }
-    return true;
+    mesh_cuda_pop(be);
+    return mesh_cu_check(&be->cu, r,
+                         r == CUDA_ERROR_INVALID_VALUE ? "limits" : NULL,
+                         "cuCtxSetLimit(CU_LIMIT_STACK_SIZE)", err);
 }
 
 /* ---- open and destroy --------------------------------------------------- */
@@ -416,8 +496,9 @@ static void cuda_destroy(mesh_backend *b)
     /* The workers first (they map the mailbox), then the daemon. */
     mesh_cuda_mps_close(be->mps);
     be->mps = NULL;
+    /* Images and streams before the context they belong to. */
     if (be->ctx != NULL) {
-        be->cu.cuCtxSetCurrent_p(be->ctx);
+        mesh_cuda_pool_free(be);
     }
     mailbox_free(be);
     mesh_cuda_compiler_close(be->comp);
@@ -430,6 +511,48 @@ static void cuda_destroy(mesh_backend *b)
     mesh_caps_free(&be->caps);
     mesh_cu_lib_close(&be->cu);
     free(be);
+}
+
+/* What open refuses before it makes a context: a driver older than the
+ * nvJitLink that compiles for it, a watchdog, the Prohibited compute
+ * mode. */
+static bool check_device(cuda_backend *be, char **err)
+{
+    const mesh_cu_lib *cu = &be->cu;
+    int drv = 0, mode = 0, watchdog = 0;
+    unsigned njl_major = 0, njl_minor = 0;
+    if (!mesh_cu_check(cu, cu->cuDriverGetVersion_p(&drv), NULL,
+                       "cuDriverGetVersion", err) ||
+        !attr(cu, be->dev, CU_DEVICE_ATTRIBUTE_COMPUTE_MODE, "compute mode",
+              &mode, err) ||
+        !attr(cu, be->dev, CU_DEVICE_ATTRIBUTE_KERNEL_EXEC_TIMEOUT,
+              "kernel exec timeout", &watchdog, err)) {
+        return false;
+    }
+    mesh_cuda_compiler_version(be->comp, &njl_major, &njl_minor);
+    if ((unsigned)drv / 1000u < njl_major) {
+        return rig_err(err,
+                       "unsupported: the CUDA driver supports CUDA %d.%d "
+                       "(cuDriverGetVersion %d); cubins from nvJitLink %u.%u "
+                       "need a %u.x driver or newer",
+                       drv / 1000, drv % 1000 / 10, drv, njl_major, njl_minor,
+                       njl_major);
+    }
+    if (watchdog != 0) {
+        return rig_err(err,
+                       "unsupported: CUDA device %u has a run time limit on "
+                       "kernels (CU_DEVICE_ATTRIBUTE_KERNEL_EXEC_TIMEOUT, a "
+                       "display watchdog): resident programs would be "
+                       "killed",
+                       be->ordinal);
+    }
+    if (mode == CU_COMPUTEMODE_PROHIBITED) {
+        return rig_err(err,
+                       "unsupported: CUDA device %u is in the Prohibited "
+                       "compute mode: no context can be made on it",
+                       be->ordinal);
+    }
+    return true;
 }
 
 static const mesh_backend_ops cuda_ops = {
@@ -471,6 +594,8 @@ bool mesh_cuda_open(const mesh_settings *s, mesh_backend **out, char **err)
     be->pub.self = be;
     be->set = *s;
     be->isolation = isolation;
+    be->ordinal = ord;
+    be->lost_slot = MESH_NO_SLOT;
     be->mbox.fd = -1;
     if (isolation == MESH_ISOLATION_MPS && sms != 0) {
         free(be);
@@ -501,24 +626,36 @@ bool mesh_cuda_open(const mesh_settings *s, mesh_backend **out, char **err)
         !probe_sm(&be->cu, be->dev, be->caps.blocks_per_sm, &be->sm, err)) {
         goto err_destroy;
     }
-    if (sms != 0) {
-        if (!make_green(be, sms, err)) {
-            goto err_destroy;
-        }
-    } else {
-        if (!mesh_cu_check(&be->cu,
-                           be->cu.cuDevicePrimaryCtxRetain_p(&be->ctx, be->dev),
-                           NULL, "cuDevicePrimaryCtxRetain", err)) {
-            goto err_destroy;
-        }
-        be->primary = true;
-    }
-    if (!cuda_make_current(&be->pub, err) || !mailbox_make(be, err)) {
-        goto err_destroy;
-    }
     mesh_cuda_limits lim = {.max_threads = be->caps.max_tg_threads,
                             .max_shared = be->caps.max_shared};
-    if (!mesh_cuda_compiler_make(be->caps.arch, NULL, &lim, &be->comp, err)) {
+    if (!mesh_cuda_compiler_make(be->caps.arch, NULL, &lim, &be->comp, err) ||
+        !check_device(be, err)) {
+        goto err_destroy;
+    }
+    if (isolation != MESH_ISOLATION_MPS) {
+        if (sms != 0) {
+            if (!make_green(be, sms, err)) {
+                goto err_destroy;
+            }
+        } else {
+            if (!mesh_cu_check(
+                    &be->cu,
+                    be->cu.cuDevicePrimaryCtxRetain_p(&be->ctx, be->dev), NULL,
+                    "cuDevicePrimaryCtxRetain", err)) {
+                goto err_destroy;
+            }
+            be->primary = true;
+        }
+        if (!mesh_cuda_push(be, err)) {
+            goto err_destroy;
+        }
+        bool ok = mesh_cuda_pool_make(be, err);
+        mesh_cuda_pop(be);
+        if (!ok) {
+            goto err_destroy;
+        }
+    }
+    if (!mailbox_make(be, err)) {
         goto err_destroy;
     }
     if (isolation == MESH_ISOLATION_MPS &&

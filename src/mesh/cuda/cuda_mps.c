@@ -62,9 +62,13 @@ struct mesh_cuda_mps {
     int mailbox_fd;
     uint32_t device;
     uint32_t wait_ms;
-    _Atomic size_t stack;
-    pthread_mutex_t lock;
-    mps_worker *live; /* workers started and not yet stopped */
+    _Atomic size_t stack;      /* set for the workers; 0: the driver's */
+    _Atomic size_t stack_seen; /* the last worker's; 0: none yet */
+    pthread_mutex_t lock;      /* guards live, fault, fault_slot */
+    mps_worker *live;          /* workers started and not yet stopped */
+    int32_t fault;             /* a sticky fault seen; 0: none */
+    uint32_t fault_slot;
+    char fault_name[64];
 };
 
 struct mps_worker {
@@ -77,6 +81,7 @@ struct mps_worker {
     bool gone;
     int status;
     bool crash_reported;
+    uint32_t slot; /* of the last launch */
     int32_t fault;
     char fault_name[64];
 };
@@ -120,6 +125,21 @@ bool mesh_cuda_mps_open(const mesh_compiler *inner, int mailbox_fd,
 void mesh_cuda_mps_set_stack(mesh_cuda_mps *m, size_t bytes)
 {
     atomic_store(&m->stack, bytes);
+}
+
+bool mesh_cuda_mps_stack(mesh_cuda_mps *m, size_t *out, char **err)
+{
+    size_t v = atomic_load(&m->stack);
+    if (v == 0) {
+        v = atomic_load(&m->stack_seen);
+    }
+    if (v == 0) {
+        return rig_err(err, "unsupported: MPS isolation: the stack limit is "
+                            "a worker's context's, and no worker has started "
+                            "yet");
+    }
+    *out = v;
+    return true;
 }
 
 const mesh_compiler *mesh_cuda_mps_compiler(mesh_cuda_mps *m)
@@ -363,6 +383,28 @@ static bool worker_start(mesh_cuda_mps *m, const mesh_prepared *p,
     }
     w->sock = -1;
     w->pid = -1;
+    pthread_mutex_lock(&m->lock);
+    int32_t fault = m->fault;
+    uint32_t fault_slot = m->fault_slot;
+    char fault_name[64];
+    memcpy(fault_name, m->fault_name, sizeof(fault_name));
+    if (fault != 0 && m->live == NULL) {
+        /* "When all the existing clients associated with the affected
+         * GPUs have exited, the MPS server will recreate the GPU contexts
+         * on the affected GPUs and resume processing client requests"
+         * (MPS documentation, error containment). */
+        m->fault = 0;
+        fault = 0;
+    }
+    pthread_mutex_unlock(&m->lock);
+    if (fault != 0) {
+        rig_err(err,
+                "load: program %s: the MPS server takes no new program "
+                "after the fatal fault %s in slot %u until every program "
+                "loaded before it has been stopped",
+                man->name, fault_name, fault_slot);
+        goto out;
+    }
     cubin = memfd_create(man->name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
     if (cubin < 0 || !mesh_child_write_all(cubin, p->code, p->code_len) ||
         fcntl(cubin, F_ADD_SEALS,
@@ -457,6 +499,9 @@ static bool worker_start(mesh_cuda_mps *m, const mesh_prepared *p,
     w->use.max_blocks = r.max_blocks;
     w->use.scratch = r.scratch;
     w->use.mps = true;
+    if (r.stack != 0) {
+        atomic_store(&m->stack_seen, (size_t)r.stack);
+    }
     k->ops = &mesh_cuda_kernel_ops;
     k->self = w;
     *out = k;
@@ -527,6 +572,7 @@ bool mesh_cuda_mps_launch(const mesh_kernel *k, uint32_t slot, uint32_t nodes,
     if (!call(w, &c, &r, MPS_REPLY_MS, err) || !reply_ok(&r, err)) {
         return false;
     }
+    w->slot = slot;
     w->fault = 0;
     w->crash_reported = false;
     return true;
@@ -558,6 +604,16 @@ bool mesh_cuda_mps_query(const mesh_kernel *k, bool *done, char **err)
         size_t n = strnlen(r.err, sizeof(w->fault_name) - 1);
         memcpy(w->fault_name, r.err, n);
         w->fault_name[n] = '\0';
+        mesh_cuda_mps *m = w->m;
+        if (m != NULL && mesh_cu_sticky((CUresult)r.fault)) {
+            pthread_mutex_lock(&m->lock);
+            if (m->fault == 0) {
+                m->fault = r.fault;
+                m->fault_slot = w->slot;
+                memcpy(m->fault_name, w->fault_name, sizeof(m->fault_name));
+            }
+            pthread_mutex_unlock(&m->lock);
+        }
     }
     *done = r.done != 0;
     return true;
@@ -576,7 +632,13 @@ char *mesh_cuda_mps_crashed(const mesh_kernel *k, uint32_t slot)
     }
     char *why = NULL;
     int n = 0;
-    if (w->fault != 0) {
+    if (w->fault != 0 && mesh_cu_sticky((CUresult)w->fault)) {
+        n = asprintf(&why,
+                     "the kernel of slot %u faulted: %s (a fatal fault "
+                     "under MPS ends every client of the GPU; the server "
+                     "takes new programs once those are stopped)",
+                     slot, w->fault_name);
+    } else if (w->fault != 0) {
         n = asprintf(&why, "the kernel of slot %u faulted: %s", slot,
                      w->fault_name);
     } else if (w->gone) {

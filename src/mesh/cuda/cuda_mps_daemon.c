@@ -8,7 +8,8 @@
  *   CUDA_MPS_PIPE_DIRECTORY and CUDA_MPS_LOG_DIRECTORY naming the folders
  *   pipe/ and log/ of a private folder (mkdtemp, 0700) rig-mps.XXXXXX under
  *   the job's temporary folder: $TMPDIR when it is an absolute path (batch
- *   systems set it per job), else /tmp.  Start waits until the daemon's
+ *   systems set it per job; /tmp when it is too long for the sockets the
+ *   pipe folder holds), else /tmp.  Start waits until the daemon's
  *   pipe/control exists.  It is stopped by running the control program once
  *   more with the same environment and "quit" on its stdin, and the folder
  *   is removed, at the backend's destroy and in the cleanup.
@@ -16,7 +17,9 @@
  *   cleanup registered at MESH_CLEANUP_MPS (after the native nodes) kills
  *   and reaps them, then quits every daemon this process started and
  *   removes its folder: async-signal-safe, as the cleanup may run in a
- *   signal handler, so the quit's argv and environment are built at start. */
+ *   signal handler, so the quit's argv and environment are built at start.
+ * - The workers' environment is the daemon's less CUDA_VISIBLE_DEVICES
+ *   (daemon_env). */
 #include "cuda_mps_internal.h"
 
 #include "../../abi/util_internal.h"
@@ -31,6 +34,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -40,6 +44,9 @@ extern char **environ;
 #define MPS_DAEMONS 8
 /* The control program's -d and quit. */
 #define MPS_CONTROL_MS 10000u
+/* The longest name of a file the daemon and server make in the pipe
+ * folder ("control", "control_privileged", ...), with room to spare. */
+#define MPS_PIPE_NAME_MAX 32u
 
 /* ---- the daemons (process-wide, for the cleanup) ------------------------ */
 
@@ -53,7 +60,8 @@ struct mesh_cuda_mps_daemon {
     char log[PATH_MAX];
     char ctl[PATH_MAX];
     char *argv[3];
-    char **envp; /* the environment with ours: -d, quit, the workers */
+    char **envp;   /* the environment with ours: -d and quit */
+    char **client; /* ... less CUDA_VISIBLE_DEVICES: the workers' */
 };
 typedef struct mesh_cuda_mps_daemon mps_daemon;
 
@@ -189,20 +197,34 @@ static void mps_cleanup(void)
     }
 }
 
+static void env_free(char **env)
+{
+    for (size_t i = 0; env != NULL && env[i] != NULL; i++) {
+        free(env[i]);
+    }
+    free(env);
+}
+
 static void daemon_release(mps_daemon *d)
 {
-    for (size_t i = 0; d->envp != NULL && d->envp[i] != NULL; i++) {
-        free(d->envp[i]);
-    }
-    free(d->envp);
+    env_free(d->envp);
     d->envp = NULL;
+    env_free(d->client);
+    d->client = NULL;
     atomic_store(&d->state, DAEMON_FREE);
 }
 
 /* ---- starting one ------------------------------------------------------ */
 
-/* The environment with CUDA_MPS_* of d (malloc'd strings). */
-static char **daemon_env(const mps_daemon *d)
+/* The environment with CUDA_MPS_* of d (malloc'd strings); for a client
+ * (a worker), without CUDA_VISIBLE_DEVICES: "When CUDA_VISIBLE_DEVICES is
+ * set before launching the control daemon, the devices will be remapped
+ * by the MPS server. ... keeping CUDA_VISIBLE_DEVICES set to "0,2" when
+ * launching the client would lead to an error" (MPS documentation,
+ * environment variables).  The daemon keeps it, so the server sees the
+ * devices the backend sees, in its order: the backend's ordinal is the
+ * workers' too. */
+static char **daemon_env(const mps_daemon *d, bool client)
 {
     size_t n = 0;
     while (environ != NULL && environ[n] != NULL) {
@@ -229,28 +251,47 @@ static char **daemon_env(const mps_daemon *d)
     bool ok = true;
     for (size_t i = 0; ok && i < n; i++) {
         if (strncmp(environ[i], "CUDA_MPS_PIPE_DIRECTORY=", 24) == 0 ||
-            strncmp(environ[i], "CUDA_MPS_LOG_DIRECTORY=", 23) == 0) {
+            strncmp(environ[i], "CUDA_MPS_LOG_DIRECTORY=", 23) == 0 ||
+            (client && strncmp(environ[i], "CUDA_VISIBLE_DEVICES=", 21) == 0)) {
             continue;
         }
         ok = (env[at++] = strdup(environ[i])) != NULL;
     }
     if (!ok) {
-        for (size_t i = 0; i < at; i++) {
-            free(env[i]);
-        }
-        free(env);
+        env_free(env);
         return NULL;
     }
     return env;
 }
 
-/* Makes the folders, starts the daemon, waits for its control pipe. */
-static bool daemon_start(mps_daemon *d, char *ctl, char **err)
+/* The folder the daemon's folders go in: the job's temporary folder
+ * ($TMPDIR when it is an absolute path), else /tmp.  The pipe folder
+ * holds the daemon's Unix sockets, whose paths have at most 107 bytes
+ * (sun_path of unix(7) is 108 with its NUL): under a $TMPDIR too long for
+ * that, /tmp (what Open MPI's PMIx and others fall back to). */
+static const char *daemon_tmp(void)
 {
     const char *tmp = getenv("TMPDIR");
     if (tmp == NULL || tmp[0] != '/') {
-        tmp = "/tmp";
+        return "/tmp";
     }
+    size_t room = sizeof(((struct sockaddr_un *)NULL)->sun_path) - 1;
+    size_t need =
+        strlen(tmp) + strlen("/rig-mps.XXXXXX/pipe/") + MPS_PIPE_NAME_MAX;
+    if (need > room) {
+        rig_log(RIG_LOG_INFO,
+                "mesh: cuda: TMPDIR %s would make the MPS pipe folder's "
+                "socket paths longer than %zu bytes: the daemon's folders "
+                "go under /tmp",
+                tmp, room);
+        return "/tmp";
+    }
+    return tmp;
+}
+
+static bool daemon_start(mps_daemon *d, char *ctl, char **err)
+{
+    const char *tmp = daemon_tmp();
     snprintf(d->ctl, sizeof(d->ctl), "%s", ctl);
     free(ctl);
     d->argv[0] = d->ctl;
@@ -271,8 +312,9 @@ static bool daemon_start(mps_daemon *d, char *ctl, char **err)
                 strerror(errno));
         goto err_remove;
     }
-    d->envp = daemon_env(d);
-    if (d->envp == NULL) {
+    d->envp = daemon_env(d, false);
+    d->client = daemon_env(d, true);
+    if (d->envp == NULL || d->client == NULL) {
         rig_err(err, "nomem: the MPS daemon's environment");
         goto err_remove;
     }
@@ -349,5 +391,5 @@ void mesh_cuda_mps_daemon_stop(mesh_cuda_mps_daemon *d)
 
 char **mesh_cuda_mps_daemon_env(const mesh_cuda_mps_daemon *d)
 {
-    return d->envp;
+    return d->client;
 }

@@ -41,7 +41,8 @@ enum {
  * command gets one reply.  The worker speaks first: a reply to an implied
  * MESH_MPS_LOAD once its image is loaded (or why not). */
 enum {
-    MESH_MPS_LOAD = 0,   /* (implied) reply: regs, local, max_blocks, scratch */
+    MESH_MPS_LOAD = 0,   /* (implied) reply: regs, local, max_blocks, scratch,
+                            stack */
     MESH_MPS_LAUNCH = 1, /* slot, nodes */
     MESH_MPS_QUERY = 2,  /* reply: done, fault */
     MESH_MPS_GLOBAL = 3, /* name; reply: value */
@@ -66,7 +67,8 @@ typedef struct {
     uint32_t local;
     uint32_t max_blocks;
     uint64_t scratch;
-    char err[440]; /* ok 0: the message; a fault: the CUresult's name */
+    uint64_t stack; /* the context's CU_LIMIT_STACK_SIZE */
+    char err[432];  /* ok 0: the message; a fault: the CUresult's name */
 } mesh_mps_reply;
 
 _Static_assert(sizeof(mesh_mps_cmd) == 80, "command size");
@@ -124,6 +126,10 @@ void mesh_cuda_mps_close(mesh_cuda_mps *m);
 const mesh_compiler *mesh_cuda_mps_compiler(mesh_cuda_mps *m);
 /* Workers started from now on set this stack limit (0: the driver's). */
 void mesh_cuda_mps_set_stack(mesh_cuda_mps *m, size_t bytes);
+/* The stack limit workers have: the one set, else what the last worker
+ * started reported.  Errors: "unsupported: " before any worker started
+ * (the backend has no context of its own to ask). */
+bool mesh_cuda_mps_stack(mesh_cuda_mps *m, size_t *out, char **err);
 
 /* The kernel ops of both isolation modes (cuda_launch.c): an MPS worker's
  * kernel is one whose mesh_cuda_usage says mps. */
@@ -142,7 +148,11 @@ pid_t mesh_cuda_mps_pid(const mesh_kernel *k);
 /* The backend's ops for an MPS kernel, errors as theirs. */
 bool mesh_cuda_mps_launch(const mesh_kernel *k, uint32_t slot, uint32_t nodes,
                           char **err);
-/* A worker that is gone counts as done; crashed then says why. */
+/* A worker that is gone counts as done; crashed then says why.  A sticky
+ * fault (mesh_cu_sticky) reaches every client of the MPS server, which
+ * "will wait for [them] to exit and reject any new client requests"
+ * (MPS documentation, error containment): prepare then refuses new
+ * programs ("load: ") until every worker that lived at the fault is gone. */
 bool mesh_cuda_mps_query(const mesh_kernel *k, bool *done, char **err);
 char *mesh_cuda_mps_crashed(const mesh_kernel *k, uint32_t slot);
 /* Ends the worker (EXIT, then SIGKILL after the wait) and frees k. */

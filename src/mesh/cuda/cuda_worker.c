@@ -131,7 +131,7 @@ static bool start(worker *w, char **argv, char **err)
             return false;
         }
     }
-    if (!mesh_cuda_mailbox_map(cu, MESH_MPS_FD_MAILBOX, &w->mb, err)) {
+    if (!mesh_cuda_mailbox_map(cu, MESH_MPS_FD_MAILBOX, true, &w->mb, err)) {
         return false;
     }
     struct stat st;
@@ -285,6 +285,10 @@ int main(int argc, char **argv)
     r.local = w.im.use.local;
     r.max_blocks = w.im.use.max_blocks;
     r.scratch = w.im.use.scratch;
+    size_t stack = 0;
+    if (w.cu.cuCtxGetLimit_p(&stack, CU_LIMIT_STACK_SIZE) == CUDA_SUCCESS) {
+        r.stack = stack;
+    }
     if (!send_reply(&r)) {
         finish(&w);
         return 1;

@@ -20,6 +20,8 @@ CUDA_EXAMPLE_FILES = examples/cuda/mesh_node.cuh \
 EXTRA_DIST += $(CUDA_EXAMPLE_FILES) \
 	tests/cuda/data/greedy/manifest.json tests/cuda/data/greedy/greedy.cu \
 	tests/cuda/data/greedy/greedy.ptx \
+	tests/cuda/data/fault/manifest.json tests/cuda/data/fault/fault.cu \
+	tests/cuda/data/fault/fault.ptx \
 	tests/cuda/data/broken/manifest.json tests/cuda/data/broken/broken.ptx \
 	mpi_tests/gpu/device-check.sh
 CUDA_CATALOG = examples/cuda/catalog
@@ -54,8 +56,10 @@ cuda-ptx:
 	  d=$(abs_top_srcdir)/examples/cuda/$$p; echo "  NVCC     $$d/$$p.ptx"; \
 	  $$nvcc -ptx -arch=compute_75 -o $$d/$$p.ptx $$d/$$p.cu; \
 	done; \
-	d=$(abs_top_srcdir)/tests/cuda/data/greedy; echo "  NVCC     $$d/greedy.ptx"; \
-	$$nvcc -ptx -arch=compute_75 -o $$d/greedy.ptx $$d/greedy.cu
+	for t in greedy fault; do \
+	  d=$(abs_top_srcdir)/tests/cuda/data/$$t; echo "  NVCC     $$d/$$t.ptx"; \
+	  $$nvcc -ptx -arch=compute_75 -o $$d/$$t.ptx $$d/$$t.cu; \
+	done
 .PHONY: cuda-ptx
 
 # The backend builds on the executors layer (libmesh): same conditions.
@@ -122,8 +126,11 @@ EXTRA_tests_cuda_test_cuda_gpu_DEPENDENCIES = $(CUDA_CATALOG)/.stamp
 TESTS += tests/cuda/test_cuda_gpu
 
 # The GPU tests once more, against a stand-in libcuda.so.1 that emulates
-# the example kernels on host threads: the backend's host side end to end
-# on any machine.  Never what device-check.sh uses.
+# the example kernels on host threads and plays the behaviours cuda.h and
+# NVIDIA's documentation give a driver (implicit synchronization, hardware
+# queues, sticky faults, registered memory, per-SM residency, compute
+# modes): the backend's host side end to end on any machine.  Never what
+# device-check.sh uses.
 check_LTLIBRARIES += tests/cuda/libcudamock.la
 tests_cuda_libcudamock_la_SOURCES = tests/cuda/mock_cuda.c
 tests_cuda_libcudamock_la_CPPFLAGS = $(CUDA_CFLAGS)
@@ -149,6 +156,31 @@ EXTRA_tests_cuda_test_cuda_mps_DEPENDENCIES = $(CUDA_CATALOG)/.stamp \
 	src/mesh/cuda/rig-cuda-worker$(EXEEXT)
 EXTRA_DIST += tests/cuda/test_cuda_mps.sh tests/cuda/fake_mps_control.sh
 TESTS += tests/cuda/test_cuda_mps.sh
+
+# Rails' end registration with a CUDA context current beside the backend
+# (mpi_tests/gpu/test_endreg on 2 ranks), against the stand-in driver and
+# a preloaded stand-in for a UCX built with CUDA (tests/cuda/ucx_cuda_shim.c,
+# which device-check.sh preloads on a GPU too).
+if RIG_RAILS
+check_PROGRAMS += mpi_tests/gpu/test_endreg
+mpi_tests_gpu_test_endreg_SOURCES = mpi_tests/gpu/test_endreg.c
+mpi_tests_gpu_test_endreg_CPPFLAGS = $(RIG_ABI_CPPFLAGS) $(MPI_CFLAGS) \
+	$(CUDA_CFLAGS) -I$(top_srcdir)/mpi_tests \
+	-DCUDA_CATALOG_DIR='"$(abs_top_builddir)/$(CUDA_CATALOG)"'
+mpi_tests_gpu_test_endreg_CFLAGS = $(RIG_CFLAGS)
+mpi_tests_gpu_test_endreg_LDADD = src/librig.la $(MPI_LIBS) -ldl
+mpi_tests_gpu_test_endreg_LDFLAGS = $(RIG_LDFLAGS)
+EXTRA_mpi_tests_gpu_test_endreg_DEPENDENCIES = $(CUDA_CATALOG)/.stamp
+check_LTLIBRARIES += tests/cuda/libucxcudashim.la
+tests_cuda_libucxcudashim_la_SOURCES = tests/cuda/ucx_cuda_shim.c
+tests_cuda_libucxcudashim_la_CPPFLAGS = $(UCX_CFLAGS) $(CUDA_CFLAGS)
+tests_cuda_libucxcudashim_la_CFLAGS = $(RIG_CFLAGS)
+tests_cuda_libucxcudashim_la_LDFLAGS = -module -avoid-version -shared \
+	-rpath /nowhere $(PTHREAD_LIBS)
+tests_cuda_libucxcudashim_la_LIBADD = -ldl
+EXTRA_DIST += tests/cuda/test_cuda_endreg.sh
+TESTS += tests/cuda/test_cuda_endreg.sh
+endif
 endif
 endif
 endif
