@@ -105,6 +105,7 @@ static inline int cuda_mock_violations(char *buf, size_t len)
         int v0 = cuda_mock_violations(NULL, 0);                                \
         t_case_name = name;                                                    \
         t_case_skipped = false;                                                \
+        putchar('\n'); /* after CUnit's "Test: ...": lines of their own */     \
         fn();                                                                  \
         char vbuf[4096] = "";                                                  \
         int v1 = cuda_mock_violations(vbuf, sizeof(vbuf));                     \

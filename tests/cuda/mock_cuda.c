@@ -1013,8 +1013,9 @@ MOCK_EXPORT CUresult CUDAAPI cuMemAlloc(CUdeviceptr *p, size_t n)
     if (b == NULL) {
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
-    b[0] = n;
-    atomic_fetch_add(&allocated, n);
+    /* Device memory comes in 2 MiB pages: a leaked allocation shows. */
+    b[0] = (n + (2u << 20) - 1) / (2u << 20) * (2u << 20);
+    atomic_fetch_add(&allocated, b[0]);
     *p = (CUdeviceptr)(uintptr_t)(b + 2);
     return CUDA_SUCCESS;
 }

@@ -23,6 +23,10 @@
 #define MESH_MPS_FD_SOCK 4    /* its end of the command socket */
 #define MESH_MPS_FD_CUBIN 5   /* a sealed memfd of the cubin */
 
+/* How long a worker waits for an MPS server that recovers from a fatal
+ * fault (within the backend's wait for its first reply, 30 s). */
+#define MESH_MPS_RECOVER_MS 10000u
+
 /* argv: the program, then these, in this order. */
 enum {
     MESH_MPS_ARG_DEVICE = 1, /* device ordinal */
