@@ -163,10 +163,14 @@ struct CUctx_st {
 };
 struct CUgreenCtx_st {
     struct CUctx_st ctx;
+    struct CUgreenCtx_st *next; /* every one made: streams may outlive it */
 };
 struct CUdevResourceDesc_st {
     unsigned sms;
+    struct CUdevResourceDesc_st *next; /* every one made: no call frees it */
 };
+static struct CUgreenCtx_st *greens;
+static struct CUdevResourceDesc_st *descs;
 
 static struct CUctx_st primary;
 static int primary_refs;
@@ -955,6 +959,10 @@ MOCK_EXPORT CUresult CUDAAPI cuDevResourceGenerateDesc(CUdevResourceDesc *desc,
     }
     *desc = calloc(1, sizeof(**desc));
     (*desc)->sms = res->sm.smCount;
+    pthread_mutex_lock(&lock);
+    (*desc)->next = descs;
+    descs = *desc;
+    pthread_mutex_unlock(&lock);
     return CUDA_SUCCESS;
 }
 MOCK_EXPORT CUresult CUDAAPI cuGreenCtxCreate(CUgreenCtx *g,
@@ -969,6 +977,10 @@ MOCK_EXPORT CUresult CUDAAPI cuGreenCtxCreate(CUgreenCtx *g,
     (*g)->ctx.green = true;
     (*g)->ctx.sm_count = desc->sms;
     (*g)->ctx.conns = env_conns();
+    pthread_mutex_lock(&lock);
+    (*g)->next = greens;
+    greens = *g;
+    pthread_mutex_unlock(&lock);
     return CUDA_SUCCESS;
 }
 MOCK_EXPORT CUresult CUDAAPI cuGreenCtxDestroy(CUgreenCtx g)
@@ -1021,7 +1033,12 @@ MOCK_EXPORT CUresult CUDAAPI cuMemAlloc(CUdeviceptr *p, size_t n)
 }
 MOCK_EXPORT CUresult CUDAAPI cuMemFree(CUdeviceptr p)
 {
-    NEED_CTX();
+    struct CUctx_st *ctx_ = current();
+    if (ctx_ == NULL) {
+        return CUDA_ERROR_INVALID_CONTEXT;
+    }
+    /* A lost context fails the call (the host memory behind the stand-in
+     * goes all the same). */
     /* "For all other pointers, this API may perform implicit
      * synchronization" (cuda.h): it waits for every launch of the
      * context, however long it runs. */
@@ -1129,7 +1146,10 @@ MOCK_EXPORT CUresult CUDAAPI cuModuleLoadData(CUmodule *m, const void *img)
 }
 MOCK_EXPORT CUresult CUDAAPI cuModuleUnload(CUmodule m)
 {
-    NEED_CTX();
+    struct CUctx_st *ctx_ = current();
+    if (ctx_ == NULL) {
+        return CUDA_ERROR_INVALID_CONTEXT;
+    }
     pthread_mutex_lock(&lock);
     for (struct CUstream_st *s = streams; s != NULL; s = s->next) {
         if (!atomic_load(&s->done) && s->a.fn != NULL && s->a.fn->mod == m) {
@@ -1145,7 +1165,7 @@ MOCK_EXPORT CUresult CUDAAPI cuModuleUnload(CUmodule m)
         free(f);
     }
     free(m);
-    return CUDA_SUCCESS;
+    return sticky(ctx_);
 }
 MOCK_EXPORT CUresult CUDAAPI cuModuleGetFunction(CUfunction *f, CUmodule m,
                                                  const char *name)

@@ -24,6 +24,7 @@ env=LD_LIBRARY_PATH=$LD_LIBRARY_PATH
 env=MOCK_CUDA_STATE=$MOCK_CUDA_STATE
 env=CUDA_SHIM_LOG=$log
 env=LD_PRELOAD=$shim
+env=ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1}:verify_asan_link_order=0
 SPEC
 sh "$s/mpi_tests/mpitest.sh" "$spec"
 rc=$?

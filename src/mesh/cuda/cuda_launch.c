@@ -19,11 +19,14 @@
  *   CUDA_DEVICE_MAX_CONNECTIONS) that could cause a dependency", cuda.h,
  *   green contexts).  A resident kernel never ends by itself, so a
  *   relaunch behind it would never come online.  The blink path therefore
- *   makes, at open, one stream per queue, in a row (the driver hands
- *   queues to streams as they are made), keeps them for the backend's
- *   life, and admits no more loaded programs than there are queues
+ *   makes, at open, one stream per queue, in a row, keeps them for the
+ *   backend's life, and admits no more loaded programs than there are
+ *   queues
  *   ("limits: " naming CUDA_DEVICE_MAX_CONNECTIONS, which the user may
- *   raise to 32 before the process starts; rig sets no environment).  An
+ *   raise to 32 before the process starts; rig sets no environment).  That
+ *   the driver hands queues to streams round robin as they are made is
+ *   NVIDIA's account of Hyper-Q, not a promise of cuda.h: the device check
+ *   (mpi_tests/gpu/device-check.sh, "connections") is where it shows.  An
  *   MPS worker has a context, and queues, of its own.
  * - Unload: cuMemFree "may perform implicit synchronization" (cuda.h), so
  *   freeing one program's scratch may wait for every kernel of the
@@ -98,10 +101,14 @@ bool mesh_cuda_usable(const cuda_backend *be, const char *what, char **err)
                    what, mesh_cu_name(&be->cu, be->lost), where);
 }
 
-/* Whether a launch of the context may still run; notes a sticky error. */
+/* Whether a launch of the context may still run; notes a sticky error.
+ * Queries run with the context pushed, as every call of the backend's. */
 static bool ctx_busy(cuda_backend *be)
 {
     bool busy = false;
+    if (be->npool == 0 || !mesh_cuda_push(be, NULL)) {
+        return false;
+    }
     for (uint32_t i = 0; i < be->npool; i++) {
         CUresult r = be->cu.cuStreamQuery_p(be->pool[i]);
         if (r == CUDA_ERROR_NOT_READY) {
@@ -110,6 +117,7 @@ static bool ctx_busy(cuda_backend *be)
             mesh_cuda_note(be, r, MESH_NO_SLOT);
         }
     }
+    mesh_cuda_pop(be);
     return busy && be->lost == CUDA_SUCCESS;
 }
 
@@ -244,7 +252,11 @@ static bool kernel_retire(cuda_kernel *ck)
 {
     cuda_backend *be = ck->be;
     unsigned ms = be->set.halt_ms + be->set.grace_ms;
-    bool idle = mesh_cuda_image_idle(&be->cu, &ck->im, ms);
+    bool idle = true;
+    if (mesh_cuda_push(be, NULL)) {
+        idle = mesh_cuda_image_idle(&be->cu, &ck->im, ms);
+        mesh_cuda_pop(be);
+    }
     if (!idle) {
         rig_log(RIG_LOG_ERROR,
                 "mesh: cuda: kernel %s still runs %u ms after its halt; its "
@@ -432,12 +444,16 @@ bool mesh_cuda_new_stream(const mesh_backend *b, uint32_t slot,
             !mesh_cuda_stream_free(be, slot, what, err)) {
             return false;
         }
+        if (!mesh_cuda_push(be, err)) {
+            return false;
+        }
         for (uint32_t i = 0; pool < 0 && i < be->npool; i++) {
             if (be->pool_slot[i] == MESH_NO_SLOT &&
                 be->cu.cuStreamQuery_p(be->pool[i]) != CUDA_ERROR_NOT_READY) {
                 pool = (int)i;
             }
         }
+        mesh_cuda_pop(be);
         if (pool < 0) {
             return rig_err(err,
                            "limits: slot %u: every free stream of the CUDA "
@@ -544,9 +560,11 @@ bool mesh_cuda_query(const mesh_backend *b, const mesh_stream *st,
             return true;
         }
     } else if (be->lost == CUDA_SUCCESS && cs->pool >= 0) {
-        /* A stream's query needs no current context: the stream names its
-         * own. */
+        if (!mesh_cuda_push(be, err)) {
+            return false;
+        }
         CUresult r = be->cu.cuStreamQuery_p(be->pool[cs->pool]);
+        mesh_cuda_pop(be);
         if (r == CUDA_ERROR_NOT_READY) {
             *done = false;
             return true;

@@ -174,7 +174,10 @@ EXTRA_mpi_tests_gpu_test_endreg_DEPENDENCIES = $(CUDA_CATALOG)/.stamp
 check_LTLIBRARIES += tests/cuda/libucxcudashim.la
 tests_cuda_libucxcudashim_la_SOURCES = tests/cuda/ucx_cuda_shim.c
 tests_cuda_libucxcudashim_la_CPPFLAGS = $(UCX_CFLAGS) $(CUDA_CFLAGS)
-tests_cuda_libucxcudashim_la_CFLAGS = $(RIG_CFLAGS)
+# No sanitizer: it is preloaded into mpirun and the shell tools too, which
+# have no sanitizer runtime.
+tests_cuda_libucxcudashim_la_CFLAGS = -std=gnu11 -D_GNU_SOURCE \
+	-fvisibility=hidden $(RIG_WARN_CFLAGS) $(PTHREAD_CFLAGS)
 tests_cuda_libucxcudashim_la_LDFLAGS = -module -avoid-version -shared \
 	-rpath /nowhere $(PTHREAD_LIBS)
 tests_cuda_libucxcudashim_la_LIBADD = -ldl
