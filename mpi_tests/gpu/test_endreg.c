@@ -117,7 +117,9 @@ int main(int argc, char **argv)
     if (!all) {
         if (rank == 0) {
             printf("SKIP: no CUDA backend here: %s\n",
-                   why != NULL ? why : "no libcuda.so.1");
+                   why != NULL ? why
+                               : "unsupported: no CUDA driver (no usable "
+                                 "libcuda.so.1)");
         }
         free(why);
         mesh_backend_destroy(be);
