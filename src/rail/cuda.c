@@ -32,6 +32,7 @@
     X(cuCtxPopCurrent)                                                         \
     X(cuMemHostRegister)                                                       \
     X(cuMemHostUnregister)                                                     \
+    X(cuMemHostGetDevicePointer)                                               \
     X(cuGetErrorName)
 
 struct rig_cuda {
@@ -114,7 +115,8 @@ void rig_cuda_unload(rig_cuda *c)
     free(c);
 }
 
-bool rig_cuda_register(rig_cuda *c, void *p, size_t len, char **err)
+bool rig_cuda_register(rig_cuda *c, void *p, size_t len, bool *owned,
+                       char **err)
 {
     CUresult r = c->cuCtxPushCurrent_p(c->ctx);
     if (r != CUDA_SUCCESS) {
@@ -123,12 +125,22 @@ bool rig_cuda_register(rig_cuda *c, void *p, size_t len, char **err)
     }
     r = c->cuMemHostRegister_p(
         p, len, CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP);
+    bool mine = r == CUDA_SUCCESS;
+    if (r == CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED) {
+        /* A UCX built with CUDA registers host memory itself in
+         * ucp_mem_map when a context is current (uct_cuda_copy_mem_reg,
+         * PORTABLE): registered is what GPUs need, if it is mapped for
+         * them; the registration is UCX's to undo. */
+        CUdeviceptr d = 0;
+        r = c->cuMemHostGetDevicePointer_p(&d, p, 0);
+    }
     CUcontext prev;
     c->cuCtxPopCurrent_p(&prev);
     if (r != CUDA_SUCCESS) {
         return rig_err(err, "system: cuMemHostRegister(%zu bytes) failed: %s",
                        len, cu_name(c, r));
     }
+    *owned = mine;
     return true;
 }
 
@@ -172,11 +184,13 @@ void rig_cuda_unload(rig_cuda *c)
     (void)c;
 }
 
-bool rig_cuda_register(rig_cuda *c, void *p, size_t len, char **err)
+bool rig_cuda_register(rig_cuda *c, void *p, size_t len, bool *owned,
+                       char **err)
 {
     (void)c;
     (void)p;
     (void)len;
+    (void)owned;
     return rig_err(err, "unsupported: built without CUDA headers");
 }
 

@@ -70,8 +70,9 @@ bool rig_endmem_alloc(rig_ucx *u, size_t len, rig_endmem *m, char **err)
     bool cuda = false;
     if (u->cuda != NULL) {
         char *why = NULL;
-        if (rig_cuda_register(u->cuda, base, len, &why)) {
-            cuda = true;
+        bool owned = false;
+        if (rig_cuda_register(u->cuda, base, len, &owned, &why)) {
+            cuda = owned;
         } else if (u->set.cuda == RIG_ON) {
             if (err != NULL) {
                 *err = why;

@@ -18,8 +18,12 @@ typedef struct rig_cuda rig_cuda;
 /* Loads libcuda and finds a GPU; NULL (quietly) when there is none. */
 rig_cuda *rig_cuda_load(void);
 void rig_cuda_unload(rig_cuda *c);
-/* Registers (pins and maps for every context) [p, p + len). */
-bool rig_cuda_register(rig_cuda *c, void *p, size_t len, char **err);
+/* Registers (pins and maps for every context) [p, p + len).  Memory UCX
+ * registered already (CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED) is
+ * accepted when it is mapped for the GPU; *owned then is false: not ours
+ * to unregister. */
+bool rig_cuda_register(rig_cuda *c, void *p, size_t len, bool *owned,
+                       char **err);
 void rig_cuda_unregister(rig_cuda *c, void *p);
 /* A line for rig_info: "yes (N GPUs)" or why not. */
 void rig_cuda_describe(char *buf, size_t len);
@@ -30,7 +34,7 @@ typedef struct {
     ucp_mem_h memh;
     uint8_t *base;
     size_t len;
-    bool cuda;  /* registered with cuMemHostRegister */
+    bool cuda;  /* registered with cuMemHostRegister by rig (not UCX) */
     void *rkey; /* packed rkey (ucp_rkey_buffer_release) */
     size_t rkey_len;
 } rig_endmem;

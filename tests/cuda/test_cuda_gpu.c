@@ -1,52 +1,82 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* The CUDA backend on a GPU: caps, lifecycle, blink, MPS, occupancy and
- * admission, leaks.
+/* The CUDA backend on a GPU, or on the stand-in driver: caps, lifecycle,
+ * blink, occupancy and admission, hardware queues, closing with programs
+ * resident, shared memory, green contexts, faults, leaks.
  *
- * Exits 77 with the reason where the backend does not open (no driver, no
- * device).  Each test prints "GPU <test>: <detail>" lines that
- * mpi_tests/gpu/device-check.sh collects.  Programs come from the build
- * tree's catalog of the examples (CUDA_CATALOG_DIR). */
-#include "mesh/cuda/cuda_internal.h"
+ *   test_cuda_gpu            every case but "fault"
+ *   test_cuda_gpu CASE...    those cases ("fault" loses the context: it
+ *                            runs alone, in a process of its own)
+ *   test_cuda_gpu open       opens the backend and prints "open: ok" or
+ *                            "open: <why>" (the refusal tests' probe)
+ *
+ * Exits 77 only where there is no GPU to test: no driver, no device.  The
+ * backend was found at build time, so any other refusal to open is a
+ * failure (the stand-in driver is a driver).  Each case prints "GPU <case>:
+ * <detail>" lines and "RESULT <case>: PASS|FAIL|SKIP" for
+ * mpi_tests/gpu/device-check.sh; a case that cannot run its check here
+ * reports SKIP, and the program then exits 77, never 0.  Programs come
+ * from the build tree's catalog of the examples (CUDA_CATALOG_DIR) and
+ * tests/cuda/data. */
+#include "mesh/cuda/cuda_backend_internal.h"
 
 #include "abi/util_internal.h"
 
 #include "mesh/driver.h"
-#include "mesh/mesh_internal.h"
 #include "mesh/executors.h"
 #include "mesh/loader.h"
+#include "mesh/mesh_internal.h"
 #include "cuda_test_util.h"
 #include "test_util.h"
 
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 static mesh_backend *be;
 static mesh_cu_lib cu;
+static CUcontext primary; /* the device's, for the test's own queries */
 
-static bool prepare(const char *name, mesh_prepared *p)
+/* Runs a driver call with the device's primary context pushed. */
+#define WITH_PRIMARY(call)                                                     \
+    do {                                                                       \
+        CUcontext p_;                                                          \
+        cu.cuCtxPushCurrent_p(primary);                                        \
+        call;                                                                  \
+        cu.cuCtxPopCurrent_p(&p_);                                             \
+    } while (0)
+
+static bool prepare_with(mesh_backend *b, const char *dir, const char *name,
+                         mesh_prepared *p)
 {
     char *err = NULL;
     mesh_payload src;
-    T_OK(mesh_payload_read(CUDA_CATALOG_DIR, name, &src, &err), err);
+    T_OK(mesh_payload_read(dir, name, &src, &err), err);
     if (err != NULL) {
         return false;
     }
-    const mesh_compiler *c = be->ops->compiler(be);
+    const mesh_compiler *c = b->ops->compiler(b);
     T_OK(c->ops->prepare(c, &src, NULL, NULL, p, &err), err);
     return err == NULL;
 }
 
-/* A payload of the PTX of program from (in dir) under another manifest. */
-static bool prepare_ptx_as(const char *dir, const char *from, const char *name,
-                           const char *manifest, mesh_prepared *p)
+static bool prepare(const char *name, mesh_prepared *p)
 {
-    char *err = NULL;
+    return prepare_with(be, CUDA_CATALOG_DIR, name, p);
+}
+
+/* A payload of the PTX of program from (in dir) under another manifest;
+ * false with *err (may be NULL) when the compiler refuses it. */
+static bool prepare_ptx_as(const char *dir, const char *from, const char *name,
+                           const char *manifest, mesh_prepared *p, char **err)
+{
     mesh_payload cat, src;
-    T_OK(mesh_payload_read(dir, from, &cat, &err), err);
-    if (err != NULL) {
+    char *e = NULL;
+    T_OK(mesh_payload_read(dir, from, &cat, &e), e);
+    if (e != NULL) {
         return false;
     }
     char from_ptx[80];
@@ -54,25 +84,107 @@ static bool prepare_ptx_as(const char *dir, const char *from, const char *name,
     const mesh_payload_file *f = mesh_payload_find(&cat, from_ptx);
     char ptx_name[80];
     snprintf(ptx_name, sizeof(ptx_name), "%s.ptx", name);
-    bool ok = f != NULL && mesh_payload_init(&src, name, &err) &&
+    bool ok = f != NULL && mesh_payload_init(&src, name, &e) &&
               mesh_payload_add(&src, "manifest.json", manifest,
-                               strlen(manifest), &err) &&
-              mesh_payload_add(&src, ptx_name, f->data, f->len, &err);
+                               strlen(manifest), &e) &&
+              mesh_payload_add(&src, ptx_name, f->data, f->len, &e);
     mesh_payload_free(&cat);
-    T_OK(ok, err);
+    T_OK(ok, e);
     if (!ok) {
         return false;
     }
     const mesh_compiler *c = be->ops->compiler(be);
-    T_OK(c->ops->prepare(c, &src, NULL, NULL, p, &err), err);
-    return err == NULL;
+    ok = c->ops->prepare(c, &src, NULL, NULL, p, &e);
+    if (!ok && err != NULL) {
+        *err = e;
+    } else if (!ok) {
+        T_OK(false, e);
+    }
+    return ok;
 }
 
-/* A payload of the counter's PTX under another manifest. */
-static bool prepare_counter_as(const char *name, const char *manifest,
-                               mesh_prepared *p)
+/* A counter under another manifest: threads, shared bytes, scratch. */
+static bool prepare_counter_scratch(const char *name, uint32_t threads,
+                                    uint32_t shared, uint64_t scratch,
+                                    mesh_prepared *p, char **err)
 {
-    return prepare_ptx_as(CUDA_CATALOG_DIR, "counter", name, manifest, p);
+    char man[320];
+    snprintf(man, sizeof(man),
+             "{\"name\": \"%s\", \"abi\": 1, \"backends\": [\"cuda\"], "
+             "\"entry\": \"counter\", \"threads\": %u, \"scratch\": %llu, "
+             "\"shared\": %u}",
+             name, threads, (unsigned long long)scratch, shared);
+    return prepare_ptx_as(CUDA_CATALOG_DIR, "counter", name, man, p, err);
+}
+
+static bool prepare_counter(const char *name, uint32_t threads, uint32_t shared,
+                            mesh_prepared *p, char **err)
+{
+    return prepare_counter_scratch(name, threads, shared, 64, p, err);
+}
+
+/* Starts a counter; false (the test failed) when it does not start. */
+static bool start_counter(mesh_driver *d, const char *name, uint32_t threads,
+                          uint32_t shared, uint32_t nodes, uint32_t *slot)
+{
+    mesh_prepared p;
+    char *err = NULL;
+    if (!prepare_counter(name, threads, shared, &p, NULL)) {
+        return false;
+    }
+    bool ok = mesh_driver_start(d, &p, nodes, slot, &err);
+    T_OK(ok, err);
+    return ok;
+}
+
+/* ---- the device and the backend ----------------------------------------- */
+
+static const char *mode_name(int m)
+{
+    switch (m) {
+    case CU_COMPUTEMODE_DEFAULT:
+        return "Default";
+    case CU_COMPUTEMODE_PROHIBITED:
+        return "Prohibited";
+    case CU_COMPUTEMODE_EXCLUSIVE_PROCESS:
+        return "Exclusive-Process";
+    default:
+        return "unknown";
+    }
+}
+
+/* What a first GPU run must show before anything else. */
+static void test_environment(void)
+{
+    const cuda_backend *cb = be->self;
+    int drv = 0, mode = -1, atomics = -1, hostptr = -1, watchdog = -1;
+    cu.cuDriverGetVersion_p(&drv);
+    cu.cuDeviceGetAttribute_p(&mode, CU_DEVICE_ATTRIBUTE_COMPUTE_MODE, cb->dev);
+    cu.cuDeviceGetAttribute_p(
+        &atomics, CU_DEVICE_ATTRIBUTE_HOST_NATIVE_ATOMIC_SUPPORTED, cb->dev);
+    cu.cuDeviceGetAttribute_p(
+        &hostptr, CU_DEVICE_ATTRIBUTE_CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM,
+        cb->dev);
+    cu.cuDeviceGetAttribute_p(&watchdog,
+                              CU_DEVICE_ATTRIBUTE_KERNEL_EXEC_TIMEOUT, cb->dev);
+    unsigned jmaj = 0, jmin = 0;
+    mesh_cuda_compiler_version(cb->comp, &jmaj, &jmin);
+    const char *conns = getenv("CUDA_DEVICE_MAX_CONNECTIONS");
+    printf("GPU environment: driver CUDA %d.%d (%d), nvJitLink %u.%u\n",
+           drv / 1000, drv % 1000 / 10, drv, jmaj, jmin);
+    printf("GPU environment: compute mode %s, host-native atomics %s, "
+           "CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM %d, watchdog "
+           "(KERNEL_EXEC_TIMEOUT) %s\n",
+           mode_name(mode), atomics == 1 ? "yes" : "no", hostptr,
+           watchdog == 1 ? "on" : "off");
+    printf("GPU environment: %u hardware queues (CUDA_DEVICE_MAX_CONNECTIONS "
+           "%s), %u streams in the pool\n",
+           cb->conns, conns != NULL ? conns : "unset", cb->npool);
+    T_TRUE(drv / 1000 >= (int)jmaj);
+    T_TRUE(mode == CU_COMPUTEMODE_DEFAULT ||
+           mode == CU_COMPUTEMODE_EXCLUSIVE_PROCESS);
+    T_EQ_U(watchdog, 0);
+    T_EQ_U(cb->conns, mesh_cuda_connections());
 }
 
 static void test_caps(void)
@@ -112,6 +224,33 @@ static void test_caps(void)
     T_OK(be->ops->set_stack_limit(be, stack, &err), err);
 }
 
+/* No op leaves a context of the backend's current on the calling thread
+ * (a UCX built with CUDA would register host memory under it). */
+static void test_context(void)
+{
+    CUcontext c = (CUcontext)1;
+    char *err = NULL;
+    T_OK(be->ops->make_current(be, &err), err);
+    cu.cuCtxGetCurrent_p(&c);
+    T_TRUE(c == NULL);
+    mesh_driver *d = NULL;
+    uint32_t s = 0;
+    T_OK(mesh_driver_open(be, &d, &err), err);
+    if (d != NULL && start_counter(d, "ctx", 32, 0, 2, &s)) {
+        wait_point_above(d, s, 0);
+        mesh_run_state state;
+        T_OK(mesh_driver_poll(d, s, &state, NULL, &err), err);
+        T_OK(mesh_driver_stop(d, s, &err), err);
+    }
+    mesh_driver_close(d);
+    c = (CUcontext)1;
+    cu.cuCtxGetCurrent_p(&c);
+    printf("GPU context: %s current on the caller's thread after make_current, "
+           "start, poll, stop and close\n",
+           c == NULL ? "none" : "a context is");
+    T_TRUE(c == NULL);
+}
+
 /* The lifecycle through the backend's ops alone. */
 static void test_lifecycle(void)
 {
@@ -146,11 +285,8 @@ static void test_lifecycle(void)
            regs, local, blocks, p.compile_ms);
     T_OK(be->ops->new_stream(be, slot, k, &st, &err), err);
     uint64_t a = 0, b = 0;
-    double online_ms =
-        cuda_lifecycle(be, st, k, w, slot, nodes, dev,
-                       be->ops->online_timeout_ms(be), 2000, &a, &b);
-    printf("GPU lifecycle: online in %.1f ms, count %llu -> %llu in 100 ms, "
-           "halted\n",
+    double online_ms = cuda_lifecycle(be, st, k, w, slot, nodes, dev, &a, &b);
+    printf("GPU lifecycle: online in %.1f ms, count %llu -> %llu, halted\n",
            online_ms, (unsigned long long)a, (unsigned long long)b);
     T_OK(be->ops->unload(be, k, &err), err);
     mesh_stream_drop(st);
@@ -172,7 +308,8 @@ static void test_pattern(void)
     uint64_t words = p.manifest.scratch / 4;
     T_OK(mesh_driver_start(d, &p, 0, &slot, &err), err);
     mesh_run_state state = MESH_RUN_RUNNING;
-    T_OK(mesh_driver_wait(d, slot, 2000, &state, NULL, &err), err);
+    T_OK(mesh_driver_wait(d, slot, CUDA_TEST_GUARD_MS, &state, NULL, &err),
+         err);
     T_EQ_U(state, MESH_RUN_DONE);
     T_EQ_U(mesh_driver_point(d, slot, 0), words);
     printf("GPU pattern: %s, point 0 = %llu of %llu words\n",
@@ -199,22 +336,19 @@ static void test_blink(void)
         mesh_driver_close(d);
         return;
     }
-    nap_ms(300);
-    uint64_t c1 = mesh_driver_point(d, sa, 0);
+    uint64_t c1 = wait_point_above(d, sa, 0);
     /* Loading B halts A, changes the module and relaunches A. */
     T_OK(mesh_driver_start(d, &b, 0, &sb, &err), err);
     uint64_t c2 = mesh_driver_point(d, sa, 0);
-    nap_ms(20);
-    uint64_t c3 = mesh_driver_point(d, sa, 0);
+    uint64_t c3 = wait_point_above(d, sa, c2);
     mesh_run_state state = MESH_RUN_RUNNING;
     T_OK(mesh_driver_poll(d, sa, &state, NULL, &err), err);
     T_EQ_U(state, MESH_RUN_RUNNING);
-    T_TRUE(c1 > 0 && c3 > c1);
+    T_TRUE(c1 > 0 && c3 > c2 && c2 >= c1);
     /* Unloading B blinks again. */
-    T_OK(mesh_driver_wait(d, sb, 2000, &state, NULL, &err), err);
+    T_OK(mesh_driver_wait(d, sb, CUDA_TEST_GUARD_MS, &state, NULL, &err), err);
     T_OK(mesh_driver_stop(d, sb, &err), err);
-    nap_ms(20);
-    uint64_t c4 = mesh_driver_point(d, sa, 0);
+    uint64_t c4 = wait_point_above(d, sa, c3);
     T_TRUE(c4 > c3);
     printf("GPU blink: count %llu before B, %llu at relaunch, %llu after, "
            "%llu after B's unload\n",
@@ -242,6 +376,8 @@ static void test_mps(void)
     T_ERR(ok, err, "unsupported: MPS isolation");
 }
 
+/* ---- what fits ---------------------------------------------------------- */
+
 /* Programs that cannot be resident beside a running one are refused
  * before the blink: the running one is neither halted nor relaunched (its
  * slot's launch word does not move).  One that fits still starts. */
@@ -249,46 +385,31 @@ static void test_occupancy(void)
 {
     const mesh_caps *c = be->ops->caps(be);
     mesh_driver *d = NULL;
-    mesh_prepared a, b, g, small;
+    mesh_prepared g;
     char *err = NULL;
     uint32_t sa = 0, sb = 0, sc = 0;
     uint8_t *host = NULL;
     uint64_t dev = 0;
     /* Shared memory past half an SM's (below the limit, which includes
      * the kernel's own static shared memory): one node per SM. */
-    char man[256];
-    snprintf(man, sizeof(man),
-             "{\"name\": \"%s\", \"abi\": 1, \"backends\": [\"cuda\"], "
-             "\"entry\": \"counter\", \"threads\": 32, \"scratch\": 64, "
-             "\"shared\": %u}",
-             "big", c->max_shared - 1024u);
+    const uint32_t big = c->max_shared - 1024u;
     uint32_t n1 = c->sms * 3 / 4, n2 = c->sms / 2;
     if (n1 > MESH_MANIFEST_MAX_NODES) {
-        printf("GPU occupancy: skipped (%u SMs exceed the node limit)\n",
-               c->sms);
+        t_skip("%u SMs exceed the node limit %u", c->sms,
+               MESH_MANIFEST_MAX_NODES);
         return;
     }
     T_OK(mesh_driver_open(be, &d, &err), err);
-    if (d == NULL || !prepare_counter_as("big", man, &a)) {
+    if (d == NULL || !start_counter(d, "big", 32, big, n1, &sa)) {
         mesh_driver_close(d);
         return;
     }
-    T_OK(mesh_driver_start(d, &a, n1, &sa, &err), err);
     T_OK(be->ops->mailbox(be, &host, &dev, &err), err);
-    if (err != NULL) {
-        mesh_driver_close(d);
-        return;
-    }
     const mesh_cb_slot *wa = &((const mesh_control_block *)host)->slot[sa];
     const uint32_t launched = atomic_load(&wa->launch);
-    nap_ms(50);
-    uint64_t c1 = mesh_driver_point(d, sa, 0);
-    snprintf(man, sizeof(man),
-             "{\"name\": \"%s\", \"abi\": 1, \"backends\": [\"cuda\"], "
-             "\"entry\": \"counter\", \"threads\": 32, \"scratch\": 64, "
-             "\"shared\": %u}",
-             "big2", c->max_shared - 1024u);
-    if (!prepare_counter_as("big2", man, &b)) {
+    uint64_t c1 = wait_point_above(d, sa, 0);
+    mesh_prepared b;
+    if (!prepare_counter("big2", 32, big, &b, NULL)) {
         mesh_driver_close(d);
         return;
     }
@@ -302,28 +423,103 @@ static void test_occupancy(void)
     if (prepare_ptx_as(CUDA_TEST_DATA, "greedy", "greedy",
                        "{\"name\": \"greedy\", \"abi\": 1, \"backends\": "
                        "[\"cuda\"], \"entry\": \"greedy\", \"threads\": 1024}",
-                       &g)) {
+                       &g, NULL)) {
         ok = mesh_driver_start(d, &g, 1, &sb, &err);
         printf("GPU occupancy: greedy, 1 node of 1024 threads: %s\n",
                ok ? "ADMITTED" : err);
         T_ERR(ok, err, "limits: program greedy: not one node");
     }
     T_EQ_U(atomic_load(&wa->launch), launched);
-    nap_ms(20);
-    T_TRUE(mesh_driver_point(d, sa, 0) > c1);
-    /* A program that fits is admitted (and blinks the running one). */
-    if (prepare("counter", &small)) {
-        T_OK(mesh_driver_start(d, &small, 0, &sc, &err), err);
-        if (err == NULL) {
-            T_EQ_U(atomic_load(&wa->launch), launched + 1);
-            T_OK(mesh_driver_stop(d, sc, &err), err);
-        }
+    T_TRUE(wait_point_above(d, sa, c1) > c1);
+    /* A program on the SMs left is admitted (and blinks the running one). */
+    if (start_counter(d, "small", 32, 0, c->sms - n1, &sc)) {
+        T_EQ_U(atomic_load(&wa->launch), launched + 1);
+        T_OK(mesh_driver_stop(d, sc, &err), err);
     }
     uint64_t c2 = mesh_driver_point(d, sa, 0);
-    nap_ms(20);
-    T_TRUE(mesh_driver_point(d, sa, 0) > c2);
+    T_TRUE(wait_point_above(d, sa, c2) > c2);
     T_OK(mesh_driver_stop(d, sa, &err), err);
     mesh_driver_close(d);
+}
+
+/* Residency is per SM: a program of one node per SM on all SMs but two
+ * beside a small one on four (which the scheduler may spread over four
+ * SMs first) cannot all be resident, though the fractions of SMs they use
+ * add up to less than the device.  Refused; one that leaves the small
+ * one's SMs free is admitted and every node of both comes online. */
+static void test_fragmentation(void)
+{
+    const mesh_caps *c = be->ops->caps(be);
+    /* The whole of an SM's shared memory: one node per SM, none beside. */
+    const uint32_t whole = c->max_shared - 8u; /* the counter's 8 static */
+    const uint32_t ns = c->sms >= 8 ? 4 : c->sms / 2;
+    mesh_driver *d = NULL;
+    char *err = NULL;
+    uint32_t ss = 0, sb = 0;
+    if (c->sms < 4 || c->sms - 2 > MESH_MANIFEST_MAX_NODES) {
+        t_skip("%u SMs", c->sms);
+        return;
+    }
+    T_OK(mesh_driver_open(be, &d, &err), err);
+    if (d == NULL || !start_counter(d, "small", 32, 0, 4, &ss)) {
+        mesh_driver_close(d);
+        return;
+    }
+    mesh_prepared p;
+    if (!prepare_counter("whole", 32, whole, &p, NULL)) {
+        mesh_driver_close(d);
+        return;
+    }
+    bool ok = mesh_driver_start(d, &p, c->sms - 2, &sb, &err);
+    printf("GPU fragmentation: %u nodes of one per SM beside 4 small ones on "
+           "%u SMs: %s\n",
+           c->sms - 2, c->sms, ok ? "ADMITTED" : err);
+    T_ERR(ok, err, "limits: program whole: ");
+    T_OK(mesh_driver_stop(d, ss, &err), err);
+    /* ns small nodes and sms - ns whole ones: one SM each, always room. */
+    if (start_counter(d, "small", 32, 0, ns, &ss) &&
+        start_counter(d, "whole", 32, whole, c->sms - ns, &sb)) {
+        uint64_t a = wait_point_above(d, ss, 0);
+        uint64_t b = wait_point_above(d, sb, 0);
+        printf("GPU fragmentation: %u small and %u whole-SM nodes resident, "
+               "counting (%llu, %llu)\n",
+               ns, c->sms - ns, (unsigned long long)a, (unsigned long long)b);
+        T_TRUE(a > 0 && b > 0);
+        T_OK(mesh_driver_stop(d, sb, &err), err);
+        T_OK(mesh_driver_stop(d, ss, &err), err);
+    }
+    mesh_driver_close(d);
+}
+
+/* 49,148 B of dynamic shared memory: under 48 KiB alone, over it with the
+ * kernel's static shared memory, which the per-function limit counts. */
+static void test_shared(void)
+{
+    const mesh_caps *c = be->ops->caps(be);
+    mesh_driver *d = NULL;
+    char *err = NULL;
+    uint32_t s = 0;
+    T_OK(mesh_driver_open(be, &d, &err), err);
+    if (d != NULL && start_counter(d, "shared", 32, 49148, 1, &s)) {
+        uint64_t v = wait_point_above(d, s, 0);
+        printf("GPU shared: 49148 B of dynamic shared memory: started, "
+               "counting (%llu)\n",
+               (unsigned long long)v);
+        T_TRUE(v > 0);
+        T_OK(mesh_driver_stop(d, s, &err), err);
+    }
+    mesh_driver_close(d);
+    /* All of the opt-in limit as dynamic memory leaves none for the
+     * kernel's own: refused by the compiler, before any blink. */
+    mesh_prepared p;
+    bool ok = prepare_counter("toomuch", 32, c->max_shared, &p, &err);
+    printf("GPU shared: %u B (the whole per-node limit) and the kernel's "
+           "own: %s\n",
+           c->max_shared, ok ? "ACCEPTED" : err);
+    if (ok) {
+        mesh_prepared_free(&p);
+    }
+    T_ERR(ok, err, "limits: program toomuch asks for");
 }
 
 /* The most nodes admit lets start with nothing running (its estimate of
@@ -354,17 +550,11 @@ static void test_admit_bound(void)
                                c->max_shared - 1024};
     for (size_t t = 0; t < 3; t++) {
         for (size_t h = 0; h < 4; h++) {
-            char man[256];
-            snprintf(man, sizeof(man),
-                     "{\"name\": \"shape\", \"abi\": 1, \"backends\": "
-                     "[\"cuda\"], \"entry\": \"counter\", \"threads\": %u, "
-                     "\"scratch\": 64, \"shared\": %u}",
-                     threads[t], shared[h]);
             mesh_prepared p;
             mesh_kernel *k = NULL;
             char *err = NULL;
             uint32_t exact = 0;
-            if (!prepare_counter_as("shape", man, &p)) {
+            if (!prepare_counter("shape", threads[t], shared[h], &p, NULL)) {
                 continue;
             }
             uint32_t most = admitted_max(&p);
@@ -412,22 +602,202 @@ static void test_admit_args(void)
     mesh_prepared_free(&p);
 }
 
+/* ---- hardware queues ---------------------------------------------------- */
+
+/* 12 programs started one after another, each start blinking the others:
+ * every one that starts keeps counting.  With fewer hardware queues than
+ * 12 (CUDA_DEVICE_MAX_CONNECTIONS, 8 unless set), the first that would
+ * share one is refused, naming the variable. */
+static void test_connections(void)
+{
+    const uint32_t want = 12;
+    const cuda_backend *cb = be->self;
+    uint32_t fits = cb->conns < want ? cb->conns : want;
+    mesh_driver *d = NULL;
+    char *err = NULL;
+    uint32_t slot[12] = {0};
+    uint32_t started = 0;
+    T_OK(mesh_driver_open(be, &d, &err), err);
+    for (uint32_t i = 0; d != NULL && i < fits; i++) {
+        char name[16];
+        snprintf(name, sizeof(name), "c%u", i);
+        if (!start_counter(d, name, 32, 0, 2, &slot[i])) {
+            break;
+        }
+        started++;
+        /* Each program started so far counts after this start's blink. */
+        for (uint32_t j = 0; j <= i; j++) {
+            uint64_t v = mesh_driver_point(d, slot[j], 0);
+            if (wait_point_above(d, slot[j], v) <= v) {
+                T_FAILF("program c%u stopped counting after c%u started", j, i);
+            }
+        }
+    }
+    T_EQ_U(started, fits);
+    printf("GPU connections: %u queues (CUDA_DEVICE_MAX_CONNECTIONS %s): %u "
+           "programs started one after another, all counting\n",
+           cb->conns,
+           getenv("CUDA_DEVICE_MAX_CONNECTIONS") != NULL
+               ? getenv("CUDA_DEVICE_MAX_CONNECTIONS")
+               : "unset",
+           started);
+    if (fits < want && started == fits) {
+        mesh_prepared p;
+        if (prepare_counter("one-more", 32, 0, &p, NULL)) {
+            uint32_t s = 0;
+            bool ok = mesh_driver_start(d, &p, 2, &s, &err);
+            printf("GPU connections: program %u: %s\n", fits + 1,
+                   ok ? "STARTED" : err);
+            T_ERR(ok, err, "limits: program one-more: ");
+        }
+        for (uint32_t j = 0; j < started; j++) {
+            uint64_t v = mesh_driver_point(d, slot[j], 0);
+            T_TRUE(wait_point_above(d, slot[j], v) > v);
+        }
+    }
+    for (uint32_t i = 0; i < started; i++) {
+        T_OK(mesh_driver_stop(d, slot[i], &err), err);
+    }
+    mesh_driver_close(d);
+}
+
+/* ---- closing with programs resident ------------------------------------- */
+
+static void close_alarm(int sig)
+{
+    (void)sig;
+    static const char msg[] =
+        "FAIL close 3: mesh_driver_close still runs after 30 s\n";
+    if (write(1, msg, sizeof(msg) - 1) < 0) {
+        _exit(1);
+    }
+    _exit(1);
+}
+
+/* Closing the driver with three programs resident: each is halted and
+ * unloaded in turn while the later ones still run, and their memory is
+ * freed all the same once none runs.  A 30 s alarm ends the process if
+ * close hangs. */
+static void test_close(void)
+{
+    mesh_driver *d = NULL;
+    char *err = NULL;
+    uint32_t s[3] = {0};
+    size_t free0 = 0, free1 = 0, free2 = 0, total = 0;
+    CUresult r = CUDA_SUCCESS;
+    WITH_PRIMARY(r = cu.cuMemGetInfo_p(&free0, &total));
+    T_OK(mesh_cu_check(&cu, r, NULL, "cuMemGetInfo", &err), err);
+    T_OK(mesh_driver_open(be, &d, &err), err);
+    bool ok = d != NULL;
+    for (int i = 0; ok && i < 3; i++) {
+        /* 8 MiB of scratch each: one leaked shows past the slack below. */
+        char name[16];
+        mesh_prepared p;
+        snprintf(name, sizeof(name), "resident%d", i);
+        ok = prepare_counter_scratch(name, 32, 0, 8u << 20, &p, NULL) &&
+             mesh_driver_start(d, &p, 2, &s[i], &err);
+        T_OK(ok, err);
+    }
+    for (int i = 0; ok && i < 3; i++) {
+        T_TRUE(wait_point_above(d, s[i], 0) > 0);
+    }
+    WITH_PRIMARY(cu.cuMemGetInfo_p(&free1, &total));
+    struct sigaction sa = {.sa_handler = close_alarm}, old;
+    sigaction(SIGALRM, &sa, &old);
+    alarm(30);
+    uint64_t t0 = rig_now_ns();
+    mesh_driver_close(d);
+    double ms = (double)(rig_now_ns() - t0) / 1e6;
+    alarm(0);
+    sigaction(SIGALRM, &old, NULL);
+    WITH_PRIMARY(cu.cuMemGetInfo_p(&free2, &total));
+    printf("GPU close 3: closed with 3 programs running in %.1f ms; free "
+           "%zu -> %zu -> %zu KiB\n",
+           ms, free0 >> 10, free1 >> 10, free2 >> 10);
+    T_TRUE(ok);
+    /* Three scratches and modules were freed, not leaked (4 MiB of slack
+     * for what the driver allocates for itself). */
+    T_TRUE(free2 + (4u << 20) >= free0);
+    T_TRUE(free1 + (24u << 20) <= free0);
+}
+
+/* ---- green contexts ------------------------------------------------------ */
+
+/* A backend on a green context of want SMs: caps say what the split gave
+ * (rounded up to the device's granularity), a counter runs on it, and the
+ * backend goes without leaving its streams behind. */
+static void green(uint32_t want)
+{
+    const mesh_caps *whole = be->ops->caps(be);
+    char v[16];
+    char *err = NULL;
+    mesh_backend *g = NULL;
+    snprintf(v, sizeof(v), "%u", want);
+    setenv("RIG_MESH_CUDA_SMS", v, 1);
+    bool ok = mesh_backend_open(MESH_BACKEND_CUDA, NULL, &g, &err);
+    unsetenv("RIG_MESH_CUDA_SMS");
+    if (want > whole->sms_total) {
+        printf("GPU green %u: %s\n", want, ok ? "OPENED" : err);
+        T_ERR(ok, err, "limits: RIG_MESH_CUDA_SMS=");
+        mesh_backend_destroy(g);
+        return;
+    }
+    T_OK(ok, err);
+    if (!ok) {
+        return;
+    }
+    const mesh_caps *c = g->ops->caps(g);
+    T_TRUE(c->green);
+    T_TRUE(c->sms >= want && c->sms <= c->sms_total);
+    mesh_driver *d = NULL;
+    mesh_prepared p;
+    uint32_t s = 0;
+    uint64_t a = 0;
+    T_OK(mesh_driver_open(g, &d, &err), err);
+    if (d != NULL && prepare_with(g, CUDA_CATALOG_DIR, "counter", &p)) {
+        /* As many nodes as the green context has SMs, so it is used. */
+        bool started = mesh_driver_start(d, &p, c->sms, &s, &err);
+        T_OK(started, err);
+        if (started) {
+            a = wait_point_above(d, s, 0);
+            T_TRUE(a > 0);
+            T_OK(mesh_driver_stop(d, s, &err), err);
+        }
+    }
+    mesh_driver_close(d);
+    printf("GPU green %u: a green context of %u of %u SMs; a counter on %u "
+           "nodes counted to %llu\n",
+           want, c->sms, c->sms_total, c->sms, (unsigned long long)a);
+    mesh_backend_destroy(g);
+}
+
+static void test_green_16(void)
+{
+    green(16);
+}
+
+static void test_green_1(void)
+{
+    green(1);
+}
+
+/* ---- leaks --------------------------------------------------------------- */
+
 static void test_leak(void)
 {
     char *err = NULL;
     mesh_prepared p;
-    if (!prepare_counter_as("leaky",
-                            "{\"name\": \"leaky\", \"abi\": 1, \"backends\": "
-                            "[\"cuda\"], \"entry\": \"counter\", "
-                            "\"scratch\": 1048576}",
-                            &p)) {
+    if (!prepare_ptx_as(CUDA_CATALOG_DIR, "counter", "leaky",
+                        "{\"name\": \"leaky\", \"abi\": 1, \"backends\": "
+                        "[\"cuda\"], \"entry\": \"counter\", "
+                        "\"scratch\": 1048576}",
+                        &p, NULL)) {
         return;
     }
     size_t free0 = 0, free1 = 0, total = 0;
-    T_OK(be->ops->make_current(be, &err), err);
-    T_OK(mesh_cu_check(&cu, cu.cuMemGetInfo_p(&free0, &total), NULL,
-                       "cuMemGetInfo", &err),
-         err);
+    CUresult r = CUDA_SUCCESS;
+    WITH_PRIMARY(r = cu.cuMemGetInfo_p(&free0, &total));
+    T_OK(mesh_cu_check(&cu, r, NULL, "cuMemGetInfo", &err), err);
     int cycles = 0;
     for (int i = 0; i < 100; i++) {
         mesh_kernel *k = NULL;
@@ -442,10 +812,8 @@ static void test_leak(void)
         T_OK(be->ops->unload(be, k, &err), err);
         cycles++;
     }
-    T_OK(be->ops->make_current(be, &err), err);
-    T_OK(mesh_cu_check(&cu, cu.cuMemGetInfo_p(&free1, &total), NULL,
-                       "cuMemGetInfo", &err),
-         err);
+    WITH_PRIMARY(r = cu.cuMemGetInfo_p(&free1, &total));
+    T_OK(mesh_cu_check(&cu, r, NULL, "cuMemGetInfo", &err), err);
     long long lost = (long long)free0 - (long long)free1;
     printf("GPU leak: %d load/unload cycles, free %zu -> %zu MiB (%lld KiB "
            "lost)\n",
@@ -456,26 +824,109 @@ static void test_leak(void)
     mesh_prepared_free(&p);
 }
 
-/* Runs a test and prints "RESULT <name>: PASS|FAIL" for device-check.sh. */
-#define GPU_TEST(fn, name)                                                     \
-    static void fn##_run(void)                                                 \
-    {                                                                          \
-        unsigned f0 = CU_get_number_of_failures();                             \
-        fn();                                                                  \
-        printf("RESULT %s: %s\n", name,                                        \
-               CU_get_number_of_failures() == f0 ? "PASS" : "FAIL");           \
-    }
-GPU_TEST(test_caps, "caps")
-GPU_TEST(test_lifecycle, "lifecycle")
-GPU_TEST(test_pattern, "pattern")
-GPU_TEST(test_blink, "blink")
-GPU_TEST(test_mps, "mps")
-GPU_TEST(test_occupancy, "occupancy")
-GPU_TEST(test_leak, "leak")
-GPU_TEST(test_admit_args, "admit arguments")
-GPU_TEST(test_admit_bound, "admit bound")
+/* ---- a fault (alone: it loses the context) ------------------------------ */
 
-int main(void)
+/* A kernel that faults next to a counter: both are reported crashed (the
+ * fault is sticky, the context and every program in it lost), and a later
+ * start is refused with the reason. */
+static void test_fault(void)
+{
+    mesh_driver *d = NULL;
+    mesh_prepared f;
+    char *err = NULL;
+    uint32_t sc = 0, sf = 0;
+    T_OK(mesh_driver_open(be, &d, &err), err);
+    if (d == NULL || !start_counter(d, "counter", 32, 0, 2, &sc)) {
+        mesh_driver_close(d);
+        return;
+    }
+    if (!prepare_with(be, CUDA_TEST_DATA, "fault", &f)) {
+        mesh_driver_close(d);
+        return;
+    }
+    T_OK(mesh_driver_start(d, &f, 0, &sf, &err), err);
+    mesh_run_state state = MESH_RUN_RUNNING;
+    char *why_f = NULL, *why_c = NULL;
+    T_OK(mesh_driver_wait(d, sf, CUDA_TEST_GUARD_MS, &state, &why_f, &err),
+         err);
+    T_EQ_U(state, MESH_RUN_CRASHED);
+    T_OK(mesh_driver_wait(d, sc, CUDA_TEST_GUARD_MS, &state, &why_c, &err),
+         err);
+    T_EQ_U(state, MESH_RUN_CRASHED);
+    printf("GPU fault: the faulting program: %s\n",
+           why_f != NULL ? why_f : "(no reason)");
+    printf("GPU fault: the counter beside it: %s\n",
+           why_c != NULL ? why_c : "(no reason)");
+    T_TRUE(why_f != NULL && strstr(why_f, "CUDA_ERROR_") != NULL);
+    T_TRUE(why_c != NULL && strstr(why_c, "CUDA_ERROR_") != NULL);
+    free(why_f);
+    free(why_c);
+    mesh_prepared p;
+    if (prepare("counter", &p)) {
+        uint32_t s = 0;
+        bool ok = mesh_driver_start(d, &p, 2, &s, &err);
+        printf("GPU fault: a later start: %s\n", ok ? "STARTED" : err);
+        T_ERR(ok, err, "load: program counter: the CUDA context is lost");
+    }
+    T_OK(mesh_driver_stop(d, sf, &err), err);
+    T_OK(mesh_driver_stop(d, sc, &err), err);
+    mesh_driver_close(d);
+}
+
+CUDA_TEST(test_environment, "environment")
+CUDA_TEST(test_caps, "caps")
+CUDA_TEST(test_context, "context")
+CUDA_TEST(test_lifecycle, "lifecycle")
+CUDA_TEST(test_pattern, "pattern")
+CUDA_TEST(test_blink, "blink")
+CUDA_TEST(test_mps, "mps")
+CUDA_TEST(test_occupancy, "occupancy")
+CUDA_TEST(test_fragmentation, "fragmentation")
+CUDA_TEST(test_shared, "shared 49148")
+CUDA_TEST(test_admit_args, "admit arguments")
+CUDA_TEST(test_admit_bound, "admit bound")
+CUDA_TEST(test_connections, "connections")
+CUDA_TEST(test_close, "close 3")
+CUDA_TEST(test_green_16, "green 16")
+CUDA_TEST(test_green_1, "green 1")
+CUDA_TEST(test_leak, "leak")
+CUDA_TEST(test_fault, "fault")
+
+static const struct {
+    const char *name;
+    void (*fn)(void);
+    bool alone; /* only when named */
+} cases[] = {
+    {"environment", test_environment_run, false},
+    {"caps", test_caps_run, false},
+    {"context", test_context_run, false},
+    {"lifecycle", test_lifecycle_run, false},
+    {"pattern", test_pattern_run, false},
+    {"blink", test_blink_run, false},
+    {"mps", test_mps_run, false},
+    {"occupancy", test_occupancy_run, false},
+    {"fragmentation", test_fragmentation_run, false},
+    {"shared 49148", test_shared_run, false},
+    {"admit arguments", test_admit_args_run, false},
+    {"admit bound", test_admit_bound_run, false},
+    {"connections", test_connections_run, false},
+    {"close 3", test_close_run, false},
+    {"green 16", test_green_16_run, false},
+    {"green 1", test_green_1_run, false},
+    {"leak", test_leak_run, false},
+    {"fault", test_fault_run, true},
+};
+
+/* Whether a refusal to open means there is no GPU to test here. */
+static bool no_gpu(const char *why)
+{
+    return why != NULL &&
+           (strncmp(why, "unsupported: no CUDA driver", 27) == 0 ||
+            strstr(why, "CUDA_ERROR_NO_DEVICE") != NULL ||
+            strstr(why, "(the driver reports 0)") != NULL);
+}
+
+int main(int argc, char **argv)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
     char *err = NULL;
@@ -485,32 +936,55 @@ int main(void)
         printf("SKIP: the CUDA backend is not built\n");
         return 77;
     }
-    if (!mesh_backend_open(MESH_BACKEND_CUDA, NULL, &be, &err)) {
-        printf("SKIP: the CUDA backend does not open here: %s\n", err);
+    bool ok = mesh_backend_open(MESH_BACKEND_CUDA, NULL, &be, &err);
+    if (argc == 2 && strcmp(argv[1], "open") == 0) {
+        printf("open: %s\n", ok ? "ok" : err);
+        free(err);
+        mesh_backend_destroy(be);
+        return 0;
+    }
+    if (!ok && no_gpu(err)) {
+        printf("SKIP: no GPU to test here: %s\n", err);
         free(err);
         return 77;
     }
-    if (!mesh_cu_lib_open(&cu, &err)) {
-        printf("SKIP: %s\n", err);
+    if (!ok) {
+        printf("FAIL: the CUDA backend is built and a driver is here, but "
+               "the backend does not open: %s\n",
+               err);
+        free(err);
+        return 1;
+    }
+    if (!mesh_cu_lib_open(&cu, &err) ||
+        !mesh_cu_check(&cu,
+                       cu.cuDevicePrimaryCtxRetain_p(
+                           &primary, ((const cuda_backend *)be->self)->dev),
+                       NULL, "cuDevicePrimaryCtxRetain", &err)) {
+        printf("FAIL: %s\n", err);
         free(err);
         mesh_backend_destroy(be);
-        return 77;
+        return 1;
     }
     if (CU_initialize_registry() != CUE_SUCCESS) {
         return 1;
     }
     CU_pSuite s = CU_add_suite("cuda_gpu", NULL, NULL);
-    CU_add_test(s, "caps", test_caps_run);
-    CU_add_test(s, "lifecycle", test_lifecycle_run);
-    CU_add_test(s, "pattern", test_pattern_run);
-    CU_add_test(s, "blink", test_blink_run);
-    CU_add_test(s, "mps", test_mps_run);
-    CU_add_test(s, "occupancy", test_occupancy_run);
-    CU_add_test(s, "leak", test_leak_run);
-    CU_add_test(s, "admit arguments", test_admit_args_run);
-    CU_add_test(s, "admit bound", test_admit_bound_run);
+    unsigned n = 0;
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        if (t_wanted(argc, argv, cases[i].name, cases[i].alone)) {
+            CU_add_test(s, cases[i].name, cases[i].fn);
+            n++;
+        }
+    }
+    if (n == 0) {
+        printf("FAIL: no case named %s\n", argv[1]);
+        CU_cleanup_registry();
+        return 1;
+    }
     int rc = t_run_registry();
+    CUdevice dev = ((const cuda_backend *)be->self)->dev;
     mesh_backend_destroy(be);
+    cu.cuDevicePrimaryCtxRelease_p(dev);
     mesh_cu_lib_close(&cu);
-    return rc;
+    return t_finish(rc);
 }

@@ -3,11 +3,14 @@
  *
  * Run by tests/cuda/test_cuda_mps.sh (the stand-in libcuda and a fake
  * nvidia-cuda-mps-control) and by mpi_tests/gpu/device-check.sh on a GPU
- * with MPS.  Exits 77 with the reason where the MPS backend does not open
- * (no driver, no control program, no worker program).  Workers are found
- * as this process's children named rig-cuda-worker in /proc.
+ * with MPS.  Exits 77 with the reason only where MPS isolation cannot be
+ * had here (no driver, no device, no control program, no worker
+ * program); any other refusal to open is a failure.  Workers are found
+ * as this process's children named rig-cuda-worker in /proc.  Cases print
+ * "MPS <case>: <detail>" and "RESULT <case>: PASS|FAIL|SKIP".
  *
- *   test_cuda_mps              the tests
+ *   test_cuda_mps              the tests ("mps fault" last: the server
+ *                              recovers once its clients are gone)
  *   test_cuda_mps exit|signal|destroy
  *                              starts a program, then exits (or dies by
  *                              SIGTERM, or destroys the backend and exits)
@@ -80,15 +83,21 @@ static unsigned workers(pid_t *pids, unsigned max)
     return n;
 }
 
+/* Prepares a catalog program; false with *err when prepare refuses it. */
+static bool prepare_quiet(mesh_driver *d, const char *name, mesh_prepared *p,
+                          char **err)
+{
+    mesh_payload src;
+    if (!mesh_payload_read(CUDA_CATALOG_DIR, name, &src, err)) {
+        return false;
+    }
+    return mesh_driver_prepare(d, &src, NULL, NULL, p, err);
+}
+
 static bool prepare(mesh_driver *d, const char *name, mesh_prepared *p)
 {
     char *err = NULL;
-    mesh_payload src;
-    T_OK(mesh_payload_read(CUDA_CATALOG_DIR, name, &src, &err), err);
-    if (err != NULL) {
-        return false;
-    }
-    bool ok = mesh_driver_prepare(d, &src, NULL, NULL, p, &err);
+    bool ok = prepare_quiet(d, name, p, &err);
     T_OK(ok, err);
     return ok;
 }
@@ -110,7 +119,23 @@ static void test_open(void)
     const mesh_control_block *mb = (const void *)host;
     T_EQ_U(mb->h.isolation, MESH_ISOLATION_MPS);
     T_EQ_U(workers(NULL, 0), 0);
-    printf("MPS open: isolated, scope of slot 3 is slot %u\n", 3u);
+    /* The backend makes no context of its own in MPS isolation. */
+    CUcontext c = (CUcontext)1;
+    mesh_cu_lib cu;
+    if (mesh_cu_lib_open(&cu, &err)) {
+        cu.cuCtxGetCurrent_p(&c);
+        mesh_cu_lib_close(&cu);
+    }
+    free(err);
+    err = NULL;
+    T_TRUE(c == NULL);
+    size_t stack = 0;
+    T_ERR(be->ops->stack_limit(be, &stack, &err), err,
+          "unsupported: MPS isolation: the stack limit is a worker's");
+    const char *cvd = getenv("CUDA_VISIBLE_DEVICES");
+    printf("MPS open: isolated, scope of slot 3 is slot %u; "
+           "CUDA_VISIBLE_DEVICES %s\n",
+           3u, cvd != NULL ? cvd : "unset");
 }
 
 /* The lifecycle through the backend's ops: prepare starts the worker with
@@ -153,16 +178,15 @@ static void test_lifecycle(void)
     T_TRUE(mesh_kernel_scratch(k) != 0);
     T_OK(be->ops->new_stream(be, slot, k, &st, &err), err);
     uint64_t a = 0, b = 0;
-    cuda_lifecycle(be, st, k, w, slot, nodes, dev, 5000, 5000, &a, &b);
+    cuda_lifecycle(be, st, k, w, slot, nodes, dev, &a, &b);
     /* The worker's own view of the launch's PX words. */
     T_EQ_U(atomic_load(&w->scratch), mesh_kernel_scratch(k));
     T_OK(be->ops->unload(be, k, &err), err);
     mesh_stream_drop(st);
     T_EQ_U(workers(NULL, 0), 0);
     T_TRUE(kill(pid, 0) != 0 && errno == ESRCH);
-    printf("MPS lifecycle: worker %d, count %llu -> %llu in 100 ms, "
-           "unloaded\n",
-           (int)pid, (unsigned long long)a, (unsigned long long)b);
+    printf("MPS lifecycle: worker %d, count %llu -> %llu, unloaded\n", (int)pid,
+           (unsigned long long)a, (unsigned long long)b);
     mesh_prepared_free(&p);
     mesh_driver_close(d);
 }
@@ -211,8 +235,7 @@ static void test_isolation(void)
     uint64_t dev = 0;
     T_OK(be->ops->mailbox(be, &host, &dev, &err), err);
     mesh_cb_slot *wa = &((mesh_control_block *)(void *)host)->slot[sa];
-    nap_ms(100);
-    uint64_t c1 = mesh_driver_point(d, sa, 0);
+    uint64_t c1 = wait_point_above(d, sa, 0);
     uint32_t launches = atomic_load(&wa->launch);
     halt_watch h = {.halt = &wa->halt};
     pthread_t t;
@@ -228,7 +251,7 @@ static void test_isolation(void)
         ok = mesh_driver_start(d, &b, 0, &sb, &err);
         T_OK(ok, err);
     }
-    uint64_t c2 = mesh_driver_point(d, sa, 0);
+    uint64_t c2 = wait_point_above(d, sa, c1);
     mesh_run_state state = MESH_RUN_RUNNING;
     if (!ok) {
         atomic_store(&h.stop, true);
@@ -236,14 +259,13 @@ static void test_isolation(void)
         mesh_driver_close(d);
         return;
     }
-    T_OK(mesh_driver_wait(d, sb, 5000, &state, NULL, &err), err);
+    T_OK(mesh_driver_wait(d, sb, CUDA_TEST_GUARD_MS, &state, NULL, &err), err);
     T_EQ_U(state, MESH_RUN_DONE);
     T_TRUE(mesh_driver_point(d, sb, 0) > 0);
     T_OK(mesh_driver_stop(d, sb, &err), err);
     T_TRUE(kill(pb, 0) != 0 && errno == ESRCH);
     T_EQ_U(workers(NULL, 0), 1);
-    nap_ms(50);
-    uint64_t c3 = mesh_driver_point(d, sa, 0);
+    uint64_t c3 = wait_point_above(d, sa, c2);
     atomic_store(&h.stop, true);
     pthread_join(t, NULL);
     /* A never halted, never relaunched, kept counting throughout. */
@@ -310,7 +332,7 @@ static void test_crash(void)
     T_EQ_U(kill(pid, SIGKILL), 0);
     mesh_run_state state = MESH_RUN_RUNNING;
     char *why = NULL;
-    T_OK(mesh_driver_wait(d, s, 5000, &state, &why, &err), err);
+    T_OK(mesh_driver_wait(d, s, CUDA_TEST_GUARD_MS, &state, &why, &err), err);
     T_EQ_U(state, MESH_RUN_CRASHED);
     T_TRUE(why != NULL && strstr(why, "killed by signal 9 (SIGKILL)") != NULL);
     printf("MPS crash: %s\n", why != NULL ? why : "(no reason)");
@@ -354,6 +376,94 @@ static void test_refusal(void)
     mesh_driver_close(d);
 }
 
+/* The stack limit is the workers': set for those started later, and read
+ * back from the last one started. */
+static void test_stack(void)
+{
+    mesh_driver *d = NULL;
+    mesh_prepared p;
+    char *err = NULL;
+    size_t stack = 0;
+    T_OK(mesh_driver_open(be, &d, &err), err);
+    if (d == NULL || !prepare(d, "counter", &p)) {
+        mesh_driver_close(d);
+        return;
+    }
+    T_OK(be->ops->stack_limit(be, &stack, &err), err);
+    T_TRUE(stack > 0);
+    T_OK(be->ops->set_stack_limit(be, stack * 2, &err), err);
+    size_t now = 0;
+    T_OK(be->ops->stack_limit(be, &now, &err), err);
+    T_EQ_U(now, stack * 2);
+    printf("MPS stack: a worker's stack limit %zu B; set to %zu B for the "
+           "next\n",
+           stack, now);
+    T_OK(be->ops->set_stack_limit(be, stack, &err), err);
+    mesh_prepared_free(&p);
+    mesh_driver_close(d);
+}
+
+/* A fatal fault in one worker reaches every client of the MPS server: the
+ * program beside it is reported crashed too, and the server takes no new
+ * program until both are stopped; then it does again. */
+static void test_fault(void)
+{
+    mesh_driver *d = NULL;
+    mesh_prepared a, f, c;
+    mesh_payload src;
+    char *err = NULL;
+    uint32_t sa = 0, sf = 0, sc = 0;
+    T_OK(mesh_driver_open(be, &d, &err), err);
+    if (d == NULL || !prepare(d, "counter", &a)) {
+        mesh_driver_close(d);
+        return;
+    }
+    T_OK(mesh_driver_start(d, &a, 2, &sa, &err), err);
+    T_OK(mesh_payload_read(CUDA_TEST_DATA, "fault", &src, &err), err);
+    bool ok = err == NULL && mesh_driver_prepare(d, &src, NULL, NULL, &f, &err);
+    T_OK(ok, err);
+    if (ok) {
+        T_OK(mesh_driver_start(d, &f, 0, &sf, &err), err);
+    }
+    mesh_run_state state = MESH_RUN_RUNNING;
+    char *why_f = NULL, *why_a = NULL;
+    T_OK(mesh_driver_wait(d, sf, CUDA_TEST_GUARD_MS, &state, &why_f, &err),
+         err);
+    T_EQ_U(state, MESH_RUN_CRASHED);
+    T_OK(mesh_driver_wait(d, sa, CUDA_TEST_GUARD_MS, &state, &why_a, &err),
+         err);
+    T_EQ_U(state, MESH_RUN_CRASHED);
+    printf("MPS fault: the faulting program: %s\n",
+           why_f != NULL ? why_f : "(no reason)");
+    printf("MPS fault: the program beside it: %s\n",
+           why_a != NULL ? why_a : "(no reason)");
+    T_TRUE(why_f != NULL && strstr(why_f, "CUDA_ERROR_") != NULL);
+    T_TRUE(why_a != NULL && strstr(why_a, "CUDA_ERROR_") != NULL);
+    free(why_f);
+    free(why_a);
+    ok = prepare_quiet(d, "counter", &c, &err);
+    printf("MPS fault: a new program while they are loaded: %s\n",
+           ok ? "PREPARED" : err);
+    if (ok) {
+        mesh_prepared_free(&c);
+    }
+    T_ERR(ok, err, "load: program counter: the MPS server takes no new");
+    T_OK(mesh_driver_stop(d, sf, &err), err);
+    T_OK(mesh_driver_stop(d, sa, &err), err);
+    T_EQ_U(workers(NULL, 0), 0);
+    /* Every client of the fault is gone: the server takes programs again. */
+    if (prepare(d, "counter", &c)) {
+        T_OK(mesh_driver_start(d, &c, 2, &sc, &err), err);
+        uint64_t v = wait_point_above(d, sc, 0);
+        printf("MPS fault: once both are stopped, a new program counts "
+               "(%llu)\n",
+               (unsigned long long)v);
+        T_TRUE(v > 0);
+        T_OK(mesh_driver_stop(d, sc, &err), err);
+    }
+    mesh_driver_close(d);
+}
+
 /* Leaves a running program behind for the cleanup (how: exit, signal) or
  * for the backend's destroy (destroy). */
 static int leave(const char *how)
@@ -385,20 +495,24 @@ static int leave(const char *how)
     exit(0);
 }
 
-#define MPS_TEST(fn, name)                                                     \
-    static void fn##_run(void)                                                 \
-    {                                                                          \
-        unsigned f0 = CU_get_number_of_failures();                             \
-        fn();                                                                  \
-        printf("RESULT %s: %s\n", name,                                        \
-               CU_get_number_of_failures() == f0 ? "PASS" : "FAIL");           \
-    }
-MPS_TEST(test_open, "mps open")
-MPS_TEST(test_lifecycle, "mps lifecycle")
-MPS_TEST(test_isolation, "mps isolation")
-MPS_TEST(test_cycles, "mps cycles")
-MPS_TEST(test_crash, "mps crash")
-MPS_TEST(test_refusal, "mps refusal")
+CUDA_TEST(test_open, "mps open")
+CUDA_TEST(test_lifecycle, "mps lifecycle")
+CUDA_TEST(test_isolation, "mps isolation")
+CUDA_TEST(test_cycles, "mps cycles")
+CUDA_TEST(test_crash, "mps crash")
+CUDA_TEST(test_refusal, "mps refusal")
+CUDA_TEST(test_stack, "mps stack")
+CUDA_TEST(test_fault, "mps fault")
+
+/* Whether a refusal to open means MPS isolation cannot be had here. */
+static bool no_mps(const char *why)
+{
+    return why != NULL &&
+           (strncmp(why, "unsupported: no CUDA driver", 27) == 0 ||
+            strstr(why, "CUDA_ERROR_NO_DEVICE") != NULL ||
+            strstr(why, "(the driver reports 0)") != NULL ||
+            strncmp(why, "unsupported: MPS isolation needs", 32) == 0);
+}
 
 int main(int argc, char **argv)
 {
@@ -410,11 +524,12 @@ int main(int argc, char **argv)
     }
     setenv("RIG_MESH_CUDA_ISOLATION", "mps", 1);
     if (!mesh_backend_open(MESH_BACKEND_CUDA, NULL, &be, &err)) {
-        printf("SKIP: the CUDA backend in MPS isolation does not open "
-               "here: %s\n",
-               err);
+        bool skip = no_mps(err);
+        printf("%s: the CUDA backend in MPS isolation does not open here: "
+               "%s\n",
+               skip ? "SKIP" : "FAIL", err);
         free(err);
-        return 77;
+        return skip ? 77 : 1;
     }
     if (argc > 1) {
         return leave(argv[1]);
@@ -429,7 +544,9 @@ int main(int argc, char **argv)
     CU_add_test(s, "cycles", test_cycles_run);
     CU_add_test(s, "crash", test_crash_run);
     CU_add_test(s, "refusal", test_refusal_run);
+    CU_add_test(s, "stack", test_stack_run);
+    CU_add_test(s, "fault", test_fault_run);
     int rc = t_run_registry();
     mesh_backend_destroy(be);
-    return rc;
+    return t_finish(rc);
 }

@@ -477,6 +477,20 @@ static bool cuda_prepare(const mesh_compiler *c, mesh_payload *src,
     mesh_njl_usage use = {0};
     mesh_njl_usage_parse(log, m.entry, &use);
     free(log);
+    /* The per-block limit counts the kernel's static shared memory too:
+     * "The sum of this value [the dynamic size] and the function attribute
+     * CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES cannot exceed the device
+     * attribute CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN"
+     * (cuda.h, cuFuncSetAttribute). */
+    if (cc->lim.max_shared != 0 &&
+        (uint64_t)m.shared + use.shared > cc->lim.max_shared) {
+        rig_err(err,
+                "limits: program %s asks for %u bytes of shared memory per "
+                "node and its kernel %s has %u more of its own; this GPU "
+                "allows %u in all",
+                m.name, m.shared, m.entry, use.shared, cc->lim.max_shared);
+        goto err_free;
+    }
     mesh_cubin_info info;
     if (!mesh_cubin_inspect(cubin, cubin_len, m.entry, &info, err)) {
         rig_err_wrap(err, "program %s", m.name);
@@ -550,6 +564,13 @@ bool mesh_cuda_compiler_make(const char *arch, const char *njl_dir,
     cc->pub.self = cc;
     *out = &cc->pub;
     return true;
+}
+
+void mesh_cuda_compiler_version(const mesh_compiler *c, unsigned *major,
+                                unsigned *minor)
+{
+    const cuda_compiler *cc = c != NULL ? c->self : NULL;
+    mesh_njl_version(cc != NULL ? &cc->njl : NULL, major, minor);
 }
 
 bool mesh_cuda_compiler_open(const char *arch, const char *nvjitlink_dir,

@@ -79,14 +79,39 @@ bool mesh_cuda_image_load(const mesh_cu_lib *cu, const mesh_cuda_image_spec *s,
                        NULL, "cuFuncGetAttribute(LOCAL_SIZE_BYTES)", err)) {
         return false;
     }
-    if (s->shared > 48u * 1024u &&
-        !mesh_cu_check(
+    /* A function may use CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+     * of dynamic shared memory, "If the user-specified dynamic shared
+     * memory size is larger than this value, the launch will fail"; its
+     * default leaves room for the static shared memory under 48 KiB, so
+     * the test is against the function's own limit, not 48 KiB.  Raising
+     * it is refused when it and the static size exceed the opt-in limit
+     * (cuda.h, cuFuncGetAttribute and cuFuncSetAttribute). */
+    int max_dyn = 0, stat = 0;
+    if (!mesh_cu_check(
             cu,
-            cu->cuFuncSetAttribute_p(
-                im->fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                (int)s->shared),
-            "limits", "cuFuncSetAttribute(MAX_DYNAMIC_SHARED)", err)) {
+            cu->cuFuncGetAttribute_p(
+                &max_dyn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                im->fn),
+            NULL, "cuFuncGetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)", err) ||
+        !mesh_cu_check(cu,
+                       cu->cuFuncGetAttribute_p(
+                           &stat, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, im->fn),
+                       NULL, "cuFuncGetAttribute(SHARED_SIZE_BYTES)", err)) {
         return false;
+    }
+    if (s->shared > (uint32_t)max_dyn) {
+        r = cu->cuFuncSetAttribute_p(
+            im->fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+            (int)s->shared);
+        if (r != CUDA_SUCCESS) {
+            return rig_err(err,
+                           "limits: program %s: %u bytes of dynamic shared "
+                           "memory and the kernel's %d static ones exceed "
+                           "what a node may have "
+                           "(cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)"
+                           ": %s)",
+                           name, s->shared, stat, mesh_cu_name(cu, r));
+        }
     }
     if (!mesh_cu_check(cu,
                        cu->cuOccupancyMaxActiveBlocksPerMultiprocessor_p(
@@ -168,10 +193,11 @@ bool mesh_cuda_image_launch(const mesh_cu_lib *cu, const mesh_cuda_image *im,
     return true;
 }
 
-/* Waits until the last launch is over, at most wait_ms: unloading a module
- * under a running kernel is undefined. */
-static bool image_idle(const mesh_cu_lib *cu, const mesh_cuda_image *im,
-                       uint32_t wait_ms)
+/* Unloading a module under a running kernel is undefined (cuda.h,
+ * cuModuleUnload's \note_destroy_ub): release waits for this first.  A
+ * sticky error answers every query: the kernel is gone with its context. */
+bool mesh_cuda_image_idle(const mesh_cu_lib *cu, const mesh_cuda_image *im,
+                          uint32_t wait_ms)
 {
     if (im->last == NULL) {
         return true;
@@ -180,7 +206,7 @@ static bool image_idle(const mesh_cu_lib *cu, const mesh_cuda_image *im,
     uint64_t t0 = rig_now_ns();
     rig_backoff bo = {0};
     while (cu->cuEventQuery_p(im->last) == CUDA_ERROR_NOT_READY) {
-        if (rig_now_ns() - t0 > limit) {
+        if (rig_now_ns() - t0 >= limit) {
             return false;
         }
         rig_backoff_step(&bo);
@@ -191,7 +217,7 @@ static bool image_idle(const mesh_cu_lib *cu, const mesh_cuda_image *im,
 bool mesh_cuda_image_release(const mesh_cu_lib *cu, mesh_cuda_image *im,
                              uint32_t wait_ms)
 {
-    if (!image_idle(cu, im, wait_ms)) {
+    if (!mesh_cuda_image_idle(cu, im, wait_ms)) {
         return false;
     }
     if (im->last != NULL) {
@@ -211,7 +237,7 @@ bool mesh_cuda_image_release(const mesh_cu_lib *cu, mesh_cuda_image *im,
 
 /* ---- the mailbox -------------------------------------------------------- */
 
-bool mesh_cuda_mailbox_map(const mesh_cu_lib *cu, int fd,
+bool mesh_cuda_mailbox_map(const mesh_cu_lib *cu, int fd, bool reg,
                            mesh_cuda_mailbox *out, char **err)
 {
     const size_t bytes = MESH_CUDA_MAILBOX_BYTES;
@@ -253,23 +279,26 @@ bool mesh_cuda_mailbox_map(const mesh_cu_lib *cu, int fd,
                 MESH_RT_ABI_VERSION);
         goto err_unmap;
     }
-    if (!mesh_cu_check(cu,
-                       cu->cuMemHostRegister_p(p, bytes,
-                                               CU_MEMHOSTREGISTER_DEVICEMAP |
-                                                   CU_MEMHOSTREGISTER_PORTABLE),
-                       NULL, "cuMemHostRegister", err)) {
-        goto err_unmap;
-    }
     CUdeviceptr dev = 0;
-    if (!mesh_cu_check(cu, cu->cuMemHostGetDevicePointer_p(&dev, p, 0), NULL,
-                       "cuMemHostGetDevicePointer", err)) {
-        cu->cuMemHostUnregister_p(p);
-        goto err_unmap;
+    if (reg) {
+        if (!mesh_cu_check(
+                cu,
+                cu->cuMemHostRegister_p(p, bytes,
+                                        CU_MEMHOSTREGISTER_DEVICEMAP |
+                                            CU_MEMHOSTREGISTER_PORTABLE),
+                NULL, "cuMemHostRegister", err)) {
+            goto err_unmap;
+        }
+        if (!mesh_cu_check(cu, cu->cuMemHostGetDevicePointer_p(&dev, p, 0),
+                           NULL, "cuMemHostGetDevicePointer", err)) {
+            cu->cuMemHostUnregister_p(p);
+            goto err_unmap;
+        }
     }
     out->fd = fd;
     out->mb = mb;
     out->dev = dev;
-    out->registered = true;
+    out->registered = reg;
     return true;
 err_unmap:
     munmap(p, bytes);

@@ -44,6 +44,9 @@
     X(cuDevicePrimaryCtxRetain)                                                \
     X(cuDevicePrimaryCtxRelease)                                               \
     X(cuCtxSetCurrent)                                                         \
+    X(cuCtxGetCurrent)                                                         \
+    X(cuCtxPushCurrent)                                                        \
+    X(cuCtxPopCurrent)                                                         \
     X(cuCtxSynchronize)                                                        \
     X(cuCtxGetLimit)                                                           \
     X(cuCtxSetLimit)                                                           \
@@ -108,6 +111,15 @@ const char *mesh_cu_name(const mesh_cu_lib *cu, CUresult r);
 bool mesh_cu_check(const mesh_cu_lib *cu, CUresult r, const char *reason,
                    const char *call, char **err);
 
+/* Whether r is one of the errors cuda.h calls sticky: "This leaves the
+ * process in an inconsistent state and any further CUDA work will return
+ * the same error. To continue using CUDA, the process must be terminated
+ * and relaunched" (ILLEGAL_ADDRESS, LAUNCH_FAILED, LAUNCH_TIMEOUT,
+ * HARDWARE_STACK_ERROR, ILLEGAL_INSTRUCTION, MISALIGNED_ADDRESS,
+ * INVALID_ADDRESS_SPACE, INVALID_PC, TENSOR_MEMORY_LEAK; ASSERT: "the
+ * context cannot be used anymore"). */
+bool mesh_cu_sticky(CUresult r);
+
 /* ---- nvJitLink ---------------------------------------------------------- */
 
 /* nvJitLink exports each function under a versioned name
@@ -143,6 +155,8 @@ typedef struct {
 #define MESH_NJL_MEMBER(n) __typeof__(MESH_NJL_VERSIONED(n)) *n;
     MESH_NJL_FUNCS(MESH_NJL_MEMBER)
 #undef MESH_NJL_MEMBER
+    /* nvJitLinkVersion (unversioned, CUDA 12.3 and later); NULL: none. */
+    nvJitLinkResult (*Version)(unsigned int *major, unsigned int *minor);
 } mesh_njl_lib;
 
 /* The nvJitLink directory: dir if not NULL, else $MESH_NVJITLINK_DIR, else
@@ -153,6 +167,10 @@ const char *mesh_njl_dir(const char *dir);
  * there, a symbol missing).  Release with mesh_njl_lib_close. */
 bool mesh_njl_lib_open(mesh_njl_lib *j, const char *dir, char **err);
 void mesh_njl_lib_close(mesh_njl_lib *j);
+
+/* nvJitLink's version: nvJitLinkVersion's, else the major version of the
+ * headers whose versioned symbols the loader found (minor 0). */
+void mesh_njl_version(const mesh_njl_lib *j, unsigned *major, unsigned *minor);
 
 /* The name of r ("NVJITLINK_ERROR_PTX_COMPILE"). */
 const char *mesh_njl_name(nvJitLinkResult r);
@@ -218,6 +236,11 @@ bool mesh_cuda_compiler_make(const char *arch, const char *njl_dir,
                              const mesh_cuda_limits *lim, mesh_compiler **out,
                              char **err);
 
+/* The version of the nvJitLink a compiler of mesh_cuda_compiler_make
+ * links with (mesh_njl_version). */
+void mesh_cuda_compiler_version(const mesh_compiler *c, unsigned *major,
+                                unsigned *minor);
+
 /* ---- a loaded image (cuda_image.c) -------------------------------------- */
 
 /* What to load: a program's cubin and the manifest's shape. */
@@ -233,12 +256,13 @@ typedef struct {
 
 /* What a loaded image uses, as its mesh_kernel reports it.  Both kernels'
  * self (the blink path's and an MPS worker's) begin with one, so that one
- * set of kernel ops (mesh_cuda_k_*) reads it. */
+ * kernel ops table (mesh_cuda_kernel_ops) serves both. */
 typedef struct {
     uint32_t regs;       /* registers per thread */
     uint32_t local;      /* local (stack) bytes per thread */
     uint32_t max_blocks; /* resident blocks per SM (occupancy) */
     uint64_t scratch;    /* the scratch's device address, 0: none */
+    bool mps;            /* an MPS worker's kernel (cuda_mps.c); else blink */
 } mesh_cuda_usage;
 
 /* The kernel ops over k->self's leading mesh_cuda_usage. */
@@ -263,8 +287,9 @@ typedef struct {
 } mesh_cuda_image;
 
 /* Loads s into the current context: module, entry, the MESH_RT_ABI check,
- * attributes, occupancy, zeroed scratch.  Errors start with a LOAD_REASONS
- * word ("load: ", "abi: ", "limits: ") or are a driver call's ("system: ",
+ * attributes (the dynamic shared memory limit raised when s->shared needs
+ * it), occupancy, zeroed scratch.  Errors start with a LOAD_REASONS word
+ * ("load: ", "abi: ", "limits: ") or are a driver call's ("system: ",
  * "nomem: "); on failure *im holds what was made: release it. */
 bool mesh_cuda_image_load(const mesh_cu_lib *cu, const mesh_cuda_image_spec *s,
                           mesh_cuda_image *im, char **err);
@@ -284,9 +309,17 @@ bool mesh_cuda_image_launch(const mesh_cu_lib *cu, const mesh_cuda_image *im,
                             CUdeviceptr mb_dev, uint32_t slot, uint32_t nodes,
                             char **err);
 
+/* Whether the image's last launch is over, waiting at most wait_ms (0:
+ * asks once). */
+bool mesh_cuda_image_idle(const mesh_cu_lib *cu, const mesh_cuda_image *im,
+                          uint32_t wait_ms);
+
 /* Waits at most wait_ms for the last launch, then frees scratch, event and
  * module (the context made current).  False when the launch still ran:
- * module and scratch stay (a leak, not a fault). */
+ * module and scratch stay (a leak, not a fault).  cuMemFree "may perform
+ * implicit synchronization" (cuda.h): with other kernels of the context
+ * resident it may wait for them, so the blink path calls it only when the
+ * context is idle (cuda_launch.c). */
 bool mesh_cuda_image_release(const mesh_cu_lib *cu, mesh_cuda_image *im,
                              uint32_t wait_ms);
 
@@ -306,9 +339,11 @@ typedef struct {
 } mesh_cuda_mailbox;
 
 /* Makes a zeroed mailbox memfd (fd < 0) or maps the mailbox fd (an MPS
- * worker: the block must carry MESH_CB_MAGIC and this MESH_RT_ABI), then
- * registers it.  *out is set only on success; it then owns fd. */
-bool mesh_cuda_mailbox_map(const mesh_cu_lib *cu, int fd,
+ * worker: the block must carry MESH_CB_MAGIC and this MESH_RT_ABI), then,
+ * when reg, registers it in the current context (a backend in MPS
+ * isolation has none: its workers register their own mappings).  *out is
+ * set only on success; it then owns fd. */
+bool mesh_cuda_mailbox_map(const mesh_cu_lib *cu, int fd, bool reg,
                            mesh_cuda_mailbox *out, char **err);
 void mesh_cuda_mailbox_unmap(const mesh_cu_lib *cu, mesh_cuda_mailbox *m);
 

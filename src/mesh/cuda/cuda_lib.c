@@ -104,6 +104,27 @@ bool mesh_cu_check(const mesh_cu_lib *cu, CUresult r, const char *reason,
                    mesh_cu_name(cu, r), (int)r);
 }
 
+bool mesh_cu_sticky(CUresult r)
+{
+    switch (r) {
+    case CUDA_ERROR_ILLEGAL_ADDRESS:
+    case CUDA_ERROR_LAUNCH_TIMEOUT:
+    case CUDA_ERROR_ASSERT:
+    case CUDA_ERROR_HARDWARE_STACK_ERROR:
+    case CUDA_ERROR_ILLEGAL_INSTRUCTION:
+    case CUDA_ERROR_MISALIGNED_ADDRESS:
+    case CUDA_ERROR_INVALID_ADDRESS_SPACE:
+    case CUDA_ERROR_INVALID_PC:
+    case CUDA_ERROR_LAUNCH_FAILED:
+#if CUDA_VERSION >= 12080
+    case CUDA_ERROR_TENSOR_MEMORY_LEAK:
+#endif
+        return true;
+    default:
+        return false;
+    }
+}
+
 /* ---- nvJitLink ---------------------------------------------------------- */
 
 const char *mesh_njl_dir(const char *dir)
@@ -165,6 +186,8 @@ bool mesh_njl_lib_open(mesh_njl_lib *j, const char *dir, char **err)
     }
     MESH_NJL_FUNCS(MESH_NJL_SYM)
 #undef MESH_NJL_SYM
+    n.Version = (nvJitLinkResult(*)(unsigned int *, unsigned int *))dlsym(
+        lib, "nvJitLinkVersion");
     *j = n;
     return true;
 err_close:
@@ -181,6 +204,20 @@ void mesh_njl_lib_close(mesh_njl_lib *j)
     dlclose(j->lib);
     free(j->path);
     memset(j, 0, sizeof(*j));
+}
+
+void mesh_njl_version(const mesh_njl_lib *j, unsigned *major, unsigned *minor)
+{
+    unsigned a = 0, b = 0;
+    if (j == NULL || j->Version == NULL ||
+        j->Version(&a, &b) != NVJITLINK_SUCCESS || a == 0) {
+        /* The versioned symbols the loader asks for first are those of
+         * this major release. */
+        a = CUDA_VERSION / 1000;
+        b = 0;
+    }
+    *major = a;
+    *minor = b;
 }
 
 const char *mesh_njl_name(nvJitLinkResult r)

@@ -113,9 +113,23 @@ static bool start(worker *w, char **argv, char **err)
     const mesh_cu_lib *cu = &w->cu;
     if (!mesh_cu_check(cu,
                        cu->cuDeviceGet_p(&w->dev, (int)v[MESH_MPS_ARG_DEVICE]),
-                       NULL, "cuDeviceGet", err) ||
-        !mesh_cu_check(cu, cu->cuDevicePrimaryCtxRetain_p(&w->ctx, w->dev),
-                       NULL, "cuDevicePrimaryCtxRetain", err)) {
+                       NULL, "cuDeviceGet", err)) {
+        return false;
+    }
+    /* A server recovering from a fatal fault refuses clients for a while
+     * (CUDA_ERROR_MPS_SERVER_NOT_READY: "This error can be returned when
+     * the MPS server is in the process of recovering from a fatal
+     * failure", cuda.h): wait for it, within the backend's start wait. */
+    CUresult r = CUDA_SUCCESS;
+    uint64_t t0 = rig_now_ns();
+    rig_backoff bo = {0};
+    while ((r = cu->cuDevicePrimaryCtxRetain_p(&w->ctx, w->dev)) ==
+               CUDA_ERROR_MPS_SERVER_NOT_READY &&
+           rig_now_ns() - t0 < (uint64_t)MESH_MPS_RECOVER_MS * 1000000u) {
+        rig_backoff_step(&bo);
+    }
+    if (!mesh_cu_check(cu, r, NULL, "cuDevicePrimaryCtxRetain", err)) {
+        w->ctx = NULL;
         return false;
     }
     if (!mesh_cu_check(cu, cu->cuCtxSetCurrent_p(w->ctx), NULL,
@@ -131,7 +145,7 @@ static bool start(worker *w, char **argv, char **err)
             return false;
         }
     }
-    if (!mesh_cuda_mailbox_map(cu, MESH_MPS_FD_MAILBOX, &w->mb, err)) {
+    if (!mesh_cuda_mailbox_map(cu, MESH_MPS_FD_MAILBOX, true, &w->mb, err)) {
         return false;
     }
     struct stat st;
@@ -285,6 +299,10 @@ int main(int argc, char **argv)
     r.local = w.im.use.local;
     r.max_blocks = w.im.use.max_blocks;
     r.scratch = w.im.use.scratch;
+    size_t stack = 0;
+    if (w.cu.cuCtxGetLimit_p(&stack, CU_LIMIT_STACK_SIZE) == CUDA_SUCCESS) {
+        r.stack = stack;
+    }
     if (!send_reply(&r)) {
         finish(&w);
         return 1;

@@ -3,7 +3,8 @@
 # its tests and example programs.  Built wherever CUDA's headers are; the
 # GPU tests skip (exit 77) on machines without a GPU.
 meshinclude_HEADERS += include/mesh/cuda.h
-noinst_HEADERS += src/mesh/cuda/cuda_internal.h src/mesh/cuda/cuda_mps_internal.h
+noinst_HEADERS += src/mesh/cuda/cuda_internal.h \
+	src/mesh/cuda/cuda_mps_internal.h src/mesh/cuda/cuda_backend_internal.h
 
 # The example programs: CUDA C, with their PTX committed so that machines
 # without nvcc run them too.  The build assembles a catalog of them in the
@@ -19,6 +20,8 @@ CUDA_EXAMPLE_FILES = examples/cuda/mesh_node.cuh \
 EXTRA_DIST += $(CUDA_EXAMPLE_FILES) \
 	tests/cuda/data/greedy/manifest.json tests/cuda/data/greedy/greedy.cu \
 	tests/cuda/data/greedy/greedy.ptx \
+	tests/cuda/data/fault/manifest.json tests/cuda/data/fault/fault.cu \
+	tests/cuda/data/fault/fault.ptx \
 	tests/cuda/data/broken/manifest.json tests/cuda/data/broken/broken.ptx \
 	mpi_tests/gpu/device-check.sh
 CUDA_CATALOG = examples/cuda/catalog
@@ -53,8 +56,10 @@ cuda-ptx:
 	  d=$(abs_top_srcdir)/examples/cuda/$$p; echo "  NVCC     $$d/$$p.ptx"; \
 	  $$nvcc -ptx -arch=compute_75 -o $$d/$$p.ptx $$d/$$p.cu; \
 	done; \
-	d=$(abs_top_srcdir)/tests/cuda/data/greedy; echo "  NVCC     $$d/greedy.ptx"; \
-	$$nvcc -ptx -arch=compute_75 -o $$d/greedy.ptx $$d/greedy.cu
+	for t in greedy fault; do \
+	  d=$(abs_top_srcdir)/tests/cuda/data/$$t; echo "  NVCC     $$d/$$t.ptx"; \
+	  $$nvcc -ptx -arch=compute_75 -o $$d/$$t.ptx $$d/$$t.cu; \
+	done
 .PHONY: cuda-ptx
 
 # The backend builds on the executors layer (libmesh): same conditions.
@@ -65,7 +70,9 @@ if RIG_HAVE_HWLOC
 noinst_LTLIBRARIES += src/mesh/cuda/libmeshcuda.la
 src_mesh_cuda_libmeshcuda_la_SOURCES = src/mesh/cuda/cuda_lib.c \
 	src/mesh/cuda/cuda_compile.c src/mesh/cuda/cuda_image.c \
-	src/mesh/cuda/cuda_mps.c src/mesh/cuda/cuda_backend.c
+	src/mesh/cuda/cuda_mps_programs.c src/mesh/cuda/cuda_mps_daemon.c \
+	src/mesh/cuda/cuda_mps.c src/mesh/cuda/cuda_backend.c \
+	src/mesh/cuda/cuda_launch.c src/mesh/cuda/cuda_occupancy.c
 src_mesh_cuda_libmeshcuda_la_CPPFLAGS = $(RIG_ABI_CPPFLAGS) $(CUDA_CFLAGS) \
 	$(HWLOC_CFLAGS) $(JANSSON_CFLAGS) $(XXHASH_CFLAGS) -I$(top_srcdir)/src \
 	-DRIG_PKGLIBEXECDIR='"$(pkglibexecdir)"'
@@ -119,8 +126,11 @@ EXTRA_tests_cuda_test_cuda_gpu_DEPENDENCIES = $(CUDA_CATALOG)/.stamp
 TESTS += tests/cuda/test_cuda_gpu
 
 # The GPU tests once more, against a stand-in libcuda.so.1 that emulates
-# the example kernels on host threads: the backend's host side end to end
-# on any machine.  Never what device-check.sh uses.
+# the example kernels on host threads and plays the behaviours cuda.h and
+# NVIDIA's documentation give a driver (implicit synchronization, hardware
+# queues, sticky faults, registered memory, per-SM residency, compute
+# modes): the backend's host side end to end on any machine.  Never what
+# device-check.sh uses.
 check_LTLIBRARIES += tests/cuda/libcudamock.la
 tests_cuda_libcudamock_la_SOURCES = tests/cuda/mock_cuda.c
 tests_cuda_libcudamock_la_CPPFLAGS = $(CUDA_CFLAGS)
@@ -146,6 +156,34 @@ EXTRA_tests_cuda_test_cuda_mps_DEPENDENCIES = $(CUDA_CATALOG)/.stamp \
 	src/mesh/cuda/rig-cuda-worker$(EXEEXT)
 EXTRA_DIST += tests/cuda/test_cuda_mps.sh tests/cuda/fake_mps_control.sh
 TESTS += tests/cuda/test_cuda_mps.sh
+
+# Rails' end registration with a CUDA context current beside the backend
+# (mpi_tests/gpu/test_endreg on 2 ranks), against the stand-in driver and
+# a preloaded stand-in for a UCX built with CUDA (tests/cuda/ucx_cuda_shim.c,
+# which device-check.sh preloads on a GPU too).
+if RIG_RAILS
+check_PROGRAMS += mpi_tests/gpu/test_endreg
+mpi_tests_gpu_test_endreg_SOURCES = mpi_tests/gpu/test_endreg.c
+mpi_tests_gpu_test_endreg_CPPFLAGS = $(RIG_ABI_CPPFLAGS) $(MPI_CFLAGS) \
+	$(CUDA_CFLAGS) -I$(top_srcdir)/mpi_tests \
+	-DCUDA_CATALOG_DIR='"$(abs_top_builddir)/$(CUDA_CATALOG)"'
+mpi_tests_gpu_test_endreg_CFLAGS = $(RIG_CFLAGS)
+mpi_tests_gpu_test_endreg_LDADD = src/librig.la $(MPI_LIBS) -ldl
+mpi_tests_gpu_test_endreg_LDFLAGS = $(RIG_LDFLAGS)
+EXTRA_mpi_tests_gpu_test_endreg_DEPENDENCIES = $(CUDA_CATALOG)/.stamp
+check_LTLIBRARIES += tests/cuda/libucxcudashim.la
+tests_cuda_libucxcudashim_la_SOURCES = tests/cuda/ucx_cuda_shim.c
+tests_cuda_libucxcudashim_la_CPPFLAGS = $(UCX_CFLAGS) $(CUDA_CFLAGS)
+# No sanitizer: it is preloaded into mpirun and the shell tools too, which
+# have no sanitizer runtime.
+tests_cuda_libucxcudashim_la_CFLAGS = -std=gnu11 -D_GNU_SOURCE \
+	-fvisibility=hidden $(RIG_WARN_CFLAGS) $(PTHREAD_CFLAGS)
+tests_cuda_libucxcudashim_la_LDFLAGS = -module -avoid-version -shared \
+	-rpath /nowhere $(PTHREAD_LIBS)
+tests_cuda_libucxcudashim_la_LIBADD = -ldl
+EXTRA_DIST += tests/cuda/test_cuda_endreg.sh
+TESTS += tests/cuda/test_cuda_endreg.sh
+endif
 endif
 endif
 endif
