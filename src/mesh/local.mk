@@ -12,7 +12,8 @@ MESH_TEST_MANIFESTS = \
 	tests/mesh/manifests/t_finish.json \
 	tests/mesh/manifests/t_crash.json \
 	tests/mesh/manifests/t_stubborn.json \
-	tests/mesh/manifests/t_never.json
+	tests/mesh/manifests/t_never.json \
+	tests/mesh/manifests/t_echo.json
 MESH_TEST_MANIFESTS_NOBIN = tests/mesh/manifests/t_gpu.json
 
 EXTRA_DIST += \
@@ -165,6 +166,20 @@ EXTRA_tests_mesh_test_native_DEPENDENCIES = tests/mesh/programs.stamp
 endif
 
 TESTS += tests/mesh/test_mesh_run.sh
+
+# The cost of the executors' isolation (benchmarks/mesh_bench.c); built with
+# `make`, never run by `make check`.
+noinst_PROGRAMS += benchmarks/mesh_bench
+benchmarks_mesh_bench_SOURCES = benchmarks/mesh_bench.c
+benchmarks_mesh_bench_CPPFLAGS = $(MESH_CPPFLAGS) \
+	-DMESH_BENCH_PROGRAMS='"$(abs_top_builddir)/tests/mesh/programs"' \
+	-DMESH_BENCH_SRCDIR='"$(abs_top_srcdir)"' \
+	-DMESH_BENCH_WAT2WASM='"$(WAT2WASM)"'
+benchmarks_mesh_bench_CFLAGS = $(RIG_CFLAGS)
+benchmarks_mesh_bench_LDADD = src/librig.la
+benchmarks_mesh_bench_LDFLAGS = $(RIG_LDFLAGS)
+EXTRA_benchmarks_mesh_bench_DEPENDENCIES = tests/mesh/programs.stamp
+EXTRA_DIST += benchmarks/mesh_kernel.wat
 
 endif
 endif

@@ -7,12 +7,15 @@
  *             all nodes are online
  *   stubborn  online, then ignores P_HALT and SIGTERM
  *   never     never goes online; leaves when halted
+ *   echo      online, then raises point 0 to scratch word 0 whenever the
+ *             host changes it, until halted (benchmarks/mesh_bench.c)
  *
  * Every mode leaves by itself after 30 s, so a failed test leaks nothing
  * for long. */
 #include "mesh/worker.h"
 
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,6 +49,20 @@ int main(int argc, char **argv)
     }
     if (strcmp(mode, "never") != 0) {
         mesh_worker_online(w);
+    }
+    if (strcmp(mode, "echo") == 0) {
+        size_t bytes = 0;
+        _Atomic uint64_t *word = mesh_worker_scratch(w, &bytes);
+        uint64_t seen = 0;
+        while (word != NULL && !mesh_worker_halted(w)) {
+            uint64_t v = atomic_load_explicit(word, memory_order_acquire);
+            if (v != seen) {
+                seen = v;
+                mesh_worker_point(w, 0, v);
+            }
+        }
+        mesh_worker_detach(w);
+        return word != NULL ? 0 : 3;
     }
     long steps = strcmp(mode, "finish") == 0 && argc > 2 ? atol(argv[2]) : -1;
     uint32_t victim = nodes > 2 ? 2 : nodes - 1;
