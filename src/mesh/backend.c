@@ -222,6 +222,14 @@ bool mesh_backend_admit(const mesh_backend *b, const mesh_prepared *p,
     return b->ops->admit(b, p, nodes, slot, err);
 }
 
+void mesh_backend_gather(const mesh_backend *b, uint32_t slot)
+{
+    if (b != NULL && b->ops != NULL && b->ops->gather != NULL &&
+        slot < MESH_PROG_SLOTS) {
+        b->ops->gather(b, slot);
+    }
+}
+
 void mesh_backend_destroy(mesh_backend *b)
 {
     if (b != NULL && b->ops != NULL && b->ops->destroy != NULL) {
