@@ -148,12 +148,11 @@ bool mesh_child_write_all(int fd, const uint8_t *p, size_t n)
  * cgroup would end a tree without a keeper, but needs a delegated cgroup
  * the user rarely has. */
 
-/* The keeper's image (keeper_image.c); weak, so that a build of these
- * files without it (the fuzz targets) links and answers "unsupported: ". */
+/* The keeper's image (keeper_image.c). */
 extern const unsigned char mesh_keeper_image[]
-    __attribute__((weak, visibility("hidden")));
+    __attribute__((visibility("hidden")));
 extern const unsigned char mesh_keeper_image_end[]
-    __attribute__((weak, visibility("hidden")));
+    __attribute__((visibility("hidden")));
 
 /* The keeper's sealed memfd, at a descriptor >= KEEPER_FD_MIN so that the
  * dup2s onto 3..6 before its exec never cover it; -1 until made. */
@@ -170,8 +169,8 @@ static void keeper_make(void)
 {
     uintptr_t lo = (uintptr_t)mesh_keeper_image;
     uintptr_t hi = (uintptr_t)mesh_keeper_image_end;
-    if (lo == 0 || hi <= lo) {
-        keeper_errno = ENOENT;
+    if (hi <= lo) {
+        keeper_errno = ENOEXEC; /* an empty image: a broken build */
         return;
     }
     /* MFD_EXEC: kernels with vm.memfd_noexec make memfds without it
@@ -209,13 +208,8 @@ bool mesh_child_spawn(const mesh_child_spec *s, pid_t *keeper, char **err)
     }
     pthread_once(&keeper_once, keeper_make);
     if (keeper_fd < 0) {
-        return keeper_errno == ENOENT
-                   ? rig_err(err, "unsupported: this build of rig carries "
-                                  "no process keeper")
-                   : rig_err(err,
-                             "system: making the keeper's memfd failed: "
-                             "%s",
-                             strerror(keeper_errno));
+        return rig_err(err, "system: making the keeper's memfd failed: %s",
+                       strerror(keeper_errno));
     }
     size_t argc = 0;
     while (s->argv[argc] != NULL) {

@@ -83,8 +83,8 @@ typedef struct {
  * process orphaned below it), then exits as the program did, so reaping
  * the keeper (mesh_child_reap) gives the program's own wait status.  The
  * keeper also ends the tree when the caller's process is gone.  Any thread.
- * Errors: "system: " (memfd, posix_spawn), "unsupported: " (a build
- * without the keeper's image), "nomem: ". */
+ * Errors: "system: " (memfd, posix_spawn), "invalid: " (a bad spec),
+ * "nomem: ". */
 bool mesh_child_spawn(const mesh_child_spec *s, pid_t *keeper, char **err);
 
 /* Asks keeper's program to stop: SIGTERM to its process group. */
