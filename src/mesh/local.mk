@@ -188,11 +188,18 @@ MESH_TEST_CPPFLAGS = $(MESH_CPPFLAGS) $(CUNIT_CFLAGS) $(XXHASH_CFLAGS) \
 
 if RIG_HAVE_CUNIT
 check_PROGRAMS += tests/mesh/test_manifest tests/mesh/test_backend \
-	tests/mesh/test_native
+	tests/mesh/test_native tests/mesh/test_catalog
 TESTS += tests/mesh/test_manifest tests/mesh/test_backend \
-	tests/mesh/test_native
+	tests/mesh/test_native tests/mesh/test_catalog
 UNIT_TESTS += tests/mesh/test_manifest tests/mesh/test_backend \
-	tests/mesh/test_native
+	tests/mesh/test_native tests/mesh/test_catalog
+
+tests_mesh_test_catalog_SOURCES = tests/mesh/test_catalog.c tests/test_util.h
+tests_mesh_test_catalog_CPPFLAGS = $(MESH_TEST_CPPFLAGS)
+tests_mesh_test_catalog_CFLAGS = $(RIG_CFLAGS)
+tests_mesh_test_catalog_LDADD = src/librig.la $(CUNIT_LIBS)
+tests_mesh_test_catalog_LDFLAGS = $(RIG_LDFLAGS)
+EXTRA_tests_mesh_test_catalog_DEPENDENCIES = tests/mesh/programs.stamp
 
 tests_mesh_test_manifest_SOURCES = tests/mesh/test_manifest.c \
 	tests/test_util.h
