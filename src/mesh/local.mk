@@ -194,6 +194,17 @@ TESTS += tests/mesh/test_manifest tests/mesh/test_backend \
 UNIT_TESTS += tests/mesh/test_manifest tests/mesh/test_backend \
 	tests/mesh/test_native tests/mesh/test_catalog
 
+# Bad input to every public function of include/mesh (hardening).
+check_PROGRAMS += tests/mesh/test_badinput_mesh
+TESTS += tests/mesh/test_badinput_mesh
+UNIT_TESTS += tests/mesh/test_badinput_mesh
+tests_mesh_test_badinput_mesh_SOURCES = tests/mesh/test_badinput_mesh.c \
+	tests/badinput_util.h tests/test_util.h
+tests_mesh_test_badinput_mesh_CPPFLAGS = $(MESH_CPPFLAGS) $(CUNIT_CFLAGS)
+tests_mesh_test_badinput_mesh_CFLAGS = $(RIG_CFLAGS)
+tests_mesh_test_badinput_mesh_LDADD = src/librig.la $(CUNIT_LIBS)
+tests_mesh_test_badinput_mesh_LDFLAGS = $(RIG_LDFLAGS)
+
 tests_mesh_test_catalog_SOURCES = tests/mesh/test_catalog.c tests/test_util.h
 tests_mesh_test_catalog_CPPFLAGS = $(MESH_TEST_CPPFLAGS)
 tests_mesh_test_catalog_CFLAGS = $(RIG_CFLAGS)
