@@ -20,7 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#define HALT_MS 200
+#define HALT_MS 1000
 
 #include "real_signals.h"
 #define GRACE_MS 300

@@ -19,10 +19,11 @@
 
 #define SRC WASM_TEST_SRCDIR
 #define T_TIMEOUT_MS 10000u
-/* The backend's settings in the tests: online timeout, halt, grace.  The
- * grace is long so that a loaded machine does not abandon a lane that is
- * only slow to be scheduled; nodes that are ended end at once. */
-#define HALT_MS 200u
+/* The backend's settings in the tests: online timeout, halt, grace.  Both
+ * periods are long so that on a loaded machine a lane only slow to be
+ * scheduled is not taken for one that ignores the halt; nodes that obey
+ * or are ended end at once. */
+#define HALT_MS 1000u
 #define GRACE_MS 5000u
 #define SETTINGS                                                               \
     {                                                                          \
