@@ -279,6 +279,12 @@ static int open_beneath(int dir, const char *rel, int flags)
         int f = slash != NULL ? O_RDONLY | O_DIRECTORY | O_CLOEXEC : flags;
         fd = openat(at, c, f | O_NOFOLLOW);
         int e = errno;
+        struct stat st;
+        if (fd < 0 && e == ENOTDIR &&
+            fstatat(at, c, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+            S_ISLNK(st.st_mode)) {
+            e = ELOOP; /* a link where a directory was opened */
+        }
         if (at != dir) {
             close(at);
         }

@@ -1,9 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* CUnit tests of the wasm backend whose programs fault or are interrupted
- * on purpose: traps through the guard pages, nodes ended by revoking their
- * memory, and nodes that never check, halted by interrupting their lanes.
- * Not run under valgrind (it reports every guard-page access), which is
- * why they are a program of their own. */
+/* CUnit tests of the wasm backend whose programs fault on purpose: traps
+ * through the guard pages, nodes ended by revoking their memory.  Not run
+ * under valgrind (it reports every guard-page access), which is why they
+ * are a program of their own. */
 #include "wasm_test_util.h"
 
 /* ---- tests ------------------------------------------------------------ */
@@ -85,19 +84,6 @@ static void test_spin_mem(void)
     halt_case("spin_mem", 4, 2);
 }
 
-/* Issue 20, case 4: a loop that calls no import and touches no memory,
- * and a self-recursion the C compiler turns into one, stop within the
- * halt and grace periods, and their lanes are reused. */
-static void test_never_checks(void)
-{
-    halt_case("never", 8, 2);
-}
-
-static void test_recursion(void)
-{
-    halt_case("recurse", 9, 1);
-}
-
 int main(void)
 {
     mesh_settings s = SETTINGS;
@@ -111,8 +97,6 @@ int main(void)
     CU_add_test(su, "a trap reported once", test_trap_once);
     CU_add_test(su, "simultaneous traps", test_simultaneous_traps);
     CU_add_test(su, "a node touching only memory is ended", test_spin_mem);
-    CU_add_test(su, "a loop that never checks is halted", test_never_checks);
-    CU_add_test(su, "a recursion that never checks is halted", test_recursion);
     int rc = t_run_registry();
     if (!wasm_test_close()) {
         rc = rc ? rc : 1;

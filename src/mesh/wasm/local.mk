@@ -80,10 +80,12 @@ WASM_TEST_CPPFLAGS = $(WASM_CPPFLAGS) $(CUNIT_CFLAGS) \
 WASM_TEST_LDADD = src/mesh/wasm/libmeshwasm.la src/mesh/libmesh.la \
 	src/abi/libabi.la $(JANSSON_LIBS) $(XXHASH_LIBS) $(HWLOC_LIBS) \
 	$(CUNIT_LIBS) -ldl
-check_PROGRAMS += tests/wasm/test_wasm tests/wasm/test_wasm_faults
+check_PROGRAMS += tests/wasm/test_wasm tests/wasm/test_wasm_faults \
+	tests/wasm/test_wasm_halt
 TESTS += tests/wasm/test_wasm tests/wasm/test_wasm_faults \
-	tests/wasm/test_examples.sh tests/wasm/test_mesh_run.sh
-# test_wasm_faults is not: valgrind reports its guard-page faults.
+	tests/wasm/test_wasm_halt tests/wasm/test_examples.sh \
+	tests/wasm/test_mesh_run.sh
+# Not test_wasm_faults and test_wasm_halt: valgrind reports their faults.
 UNIT_TESTS += tests/wasm/test_wasm
 tests_wasm_test_wasm_SOURCES = tests/wasm/test_wasm.c \
 	tests/wasm/wasm_test_util.h tests/test_util.h
@@ -97,6 +99,12 @@ tests_wasm_test_wasm_faults_CPPFLAGS = $(WASM_TEST_CPPFLAGS)
 tests_wasm_test_wasm_faults_CFLAGS = $(RIG_CFLAGS)
 tests_wasm_test_wasm_faults_LDADD = $(WASM_TEST_LDADD)
 tests_wasm_test_wasm_faults_LDFLAGS = $(RIG_LDFLAGS)
+tests_wasm_test_wasm_halt_SOURCES = tests/wasm/test_wasm_halt.c \
+	tests/wasm/wasm_test_util.h tests/test_util.h
+tests_wasm_test_wasm_halt_CPPFLAGS = $(WASM_TEST_CPPFLAGS)
+tests_wasm_test_wasm_halt_CFLAGS = $(RIG_CFLAGS)
+tests_wasm_test_wasm_halt_LDADD = $(WASM_TEST_LDADD)
+tests_wasm_test_wasm_halt_LDFLAGS = $(RIG_LDFLAGS)
 endif
 
 endif
