@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* CUnit tests of the wasm backend whose programs fault on purpose: traps
- * through the guard pages, nodes ended by revoking their memory.  Not run
- * under valgrind (it reports every guard-page access), which is why they
- * are a program of their own. */
+/* CUnit tests of the wasm backend that valgrind cannot run: programs that
+ * fault on purpose (traps through the guard pages, nodes ended by revoking
+ * their memory), which it reports, and the process's memory over many
+ * launches, which its allocator changes.  Hence a program of their own. */
 #include "wasm_test_util.h"
 
 /* ---- tests ------------------------------------------------------------ */
@@ -78,6 +78,14 @@ static void test_simultaneous_traps(void)
         T_OK(unload(&r, &err), err);
     }
 }
+/* 200 launch/unload cycles do not grow the process's memory (valgrind's
+ * own allocator would make this meaningless: this program is not run
+ * under it). */
+static void test_cycles_memory(void)
+{
+    cycles_case(200, true);
+}
+
 /* A node that only touches its memory is ended by revoking it. */
 static void test_spin_mem(void)
 {
@@ -97,6 +105,8 @@ int main(void)
     CU_add_test(su, "a trap reported once", test_trap_once);
     CU_add_test(su, "simultaneous traps", test_simultaneous_traps);
     CU_add_test(su, "a node touching only memory is ended", test_spin_mem);
+    CU_add_test(su, "launch/unload cycles keep memory flat",
+                test_cycles_memory);
     int rc = t_run_registry();
     if (!wasm_test_close()) {
         rc = rc ? rc : 1;

@@ -284,6 +284,74 @@ static inline void halt_case(const char *prog, uint32_t slot, uint32_t nodes)
     T_EQ_U(alive2, alive);
 }
 
+static inline long rss_kib(void)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    long kib = -1;
+    while (f != NULL && fgets(line, sizeof(line), f) != NULL) {
+        if (sscanf(line, "VmRSS: %ld", &kib) == 1) {
+            break;
+        }
+    }
+    if (f != NULL) {
+        fclose(f);
+    }
+    return kib;
+}
+
+/* cycles launch/unload cycles of quick in slot 7 leak no thread, no
+ * descriptor, no lane, no file, and (rss) no memory. */
+static inline void cycles_case(unsigned cycles, bool rss_too)
+{
+    unsigned threads0 = 0, fds0 = 0, files0 = 0, alive0 = 0;
+    long rss0 = 0;
+    for (unsigned i = 0; i < cycles; i++) {
+        char *err = NULL;
+        mesh_prepared p;
+        running r;
+        bool ok = prepare_on(B, "tests/wasm/programs/quick.wat", "quick", "",
+                             &p, &err);
+        if (!ok) {
+            T_OK(ok, err);
+            return;
+        }
+        if (!launch(&p, 7, 2, &r, false) || !wait_done(&r, T_TIMEOUT_MS)) {
+            T_FAILF("cycle %u did not finish", i);
+            return;
+        }
+        if (atomic_load(&words(7)->exited) != 2) {
+            T_FAILF("cycle %u: %u nodes exited", i,
+                    atomic_load(&words(7)->exited));
+        }
+        if (!unload(&r, &err)) {
+            T_OK(false, err);
+            return;
+        }
+        if (i == 0) {
+            uint32_t lost;
+            threads0 = count_dir("/proc/self/task");
+            fds0 = count_dir("/proc/self/fd");
+            files0 = count_dir(tmp_dir);
+            rss0 = rss_kib();
+            mesh_wasm_lane_counts(B, &alive0, &lost);
+        }
+    }
+    uint32_t alive, lost;
+    mesh_wasm_lane_counts(B, &alive, &lost);
+    long rss = rss_kib();
+    printf("\n  %u cycles: threads %u -> %u, fds %u -> %u, lanes %u -> %u, "
+           "rss %ld -> %ld KiB\n",
+           cycles, threads0, count_dir("/proc/self/task"), fds0,
+           count_dir("/proc/self/fd"), alive0, alive, rss0, rss);
+    T_EQ_U(count_dir("/proc/self/task"), threads0);
+    T_EQ_U(count_dir("/proc/self/fd"), fds0);
+    T_EQ_U(alive, alive0);
+    T_EQ_U(count_dir(tmp_dir), files0);
+    if (rss_too) {
+        T_TRUE(rss - rss0 < 16 * 1024);
+    }
+}
 /* Opens the backend B of the test program, with the module cache of the
  * build tree, and a scratch directory tmp_dir.  The backend was built, so
  * it must open: a refusal is a failure, not a skip.  False: say why. */
