@@ -33,9 +33,12 @@
  * outlive its node.
  *
  * Nodes run as the host's user and are not sandboxed against what any
- * process of that user may do (signals, /proc, ptrace where the system
- * allows it); what rig guarantees is that the memory it shares with a node
- * reaches only that node's words and its program's scratch.
+ * process of that user may do: signal the host, ptrace it or write its
+ * memory through /proc where the system allows that (kernel.yama), open
+ * the descriptors the host holds (another program's scratch among them)
+ * through /proc.  What rig guarantees is that the memory it shares with a
+ * node reaches only that node's words and its program's scratch, and that
+ * it checks what the node writes there.
  *
  * Programs link this API from librig, or, to be a self-contained
  * executable, from the static libmesh_worker of the build tree. */

@@ -105,6 +105,16 @@ tests_wasm_test_wasm_halt_CPPFLAGS = $(WASM_TEST_CPPFLAGS)
 tests_wasm_test_wasm_halt_CFLAGS = $(RIG_CFLAGS)
 tests_wasm_test_wasm_halt_LDADD = $(WASM_TEST_LDADD)
 tests_wasm_test_wasm_halt_LDFLAGS = $(RIG_LDFLAGS)
+# The host's end ends its compiles (a subreaper; hosts die on purpose).
+check_PROGRAMS += tests/wasm/test_wasm_exit
+TESTS += tests/wasm/test_wasm_exit
+tests_wasm_test_wasm_exit_SOURCES = tests/wasm/test_wasm_exit.c \
+	tests/test_util.h
+tests_wasm_test_wasm_exit_CPPFLAGS = $(RIG_ABI_CPPFLAGS) $(CUNIT_CFLAGS) \
+	-DWASM_TEST_SRCDIR='"$(abs_top_srcdir)"'
+tests_wasm_test_wasm_exit_CFLAGS = $(RIG_CFLAGS)
+tests_wasm_test_wasm_exit_LDADD = src/librig.la $(CUNIT_LIBS)
+tests_wasm_test_wasm_exit_LDFLAGS = $(RIG_LDFLAGS)
 endif
 
 endif
