@@ -271,14 +271,17 @@ int main(int argc, char **argv)
     }
     close_from(7, ~0u >> 1);
 
+    /* The signals the keeper waits for, blocked, with their default
+     * dispositions: an ignored SIGCHLD (inherited through exec from a host
+     * that ignores it) would reap the program behind the keeper's back. */
+    static const int waited[] = {SIGCHLD, SIGTERM, SIGUSR1,
+                                 SIGINT,  SIGHUP,  SIGQUIT};
     sigset_t set, old;
     sigemptyset(&set);
-    sigaddset(&set, SIGCHLD);
-    sigaddset(&set, SIGTERM);
-    sigaddset(&set, SIGUSR1);
-    sigaddset(&set, SIGINT);
-    sigaddset(&set, SIGHUP);
-    sigaddset(&set, SIGQUIT);
+    for (size_t i = 0; i < sizeof(waited) / sizeof(waited[0]); i++) {
+        signal(waited[i], SIG_DFL);
+        sigaddset(&set, waited[i]);
+    }
     sigprocmask(SIG_BLOCK, &set, &old);
     /* Subreaper before the program starts: nothing it forks escapes. */
     prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
