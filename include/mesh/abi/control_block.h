@@ -46,9 +46,9 @@
  * Layout.  Every word is naturally aligned and little-endian (every
  * supported target is); the header is 256 bytes, each slot 256 bytes, so
  * the whole block is 256 + 32 * 256 = 8448 bytes.  The byte offsets below
- * (MESH_S_*, MESH_P_*) are for code that cannot use these C types (PTX,
- * wasm, another language); the static assertions keep them and the structs
- * in step. */
+ * (MESH_S_*, MESH_P_*, MESH_N_*) are for code that cannot use these C types
+ * (PTX, wasm, another language); the static assertions keep them and the
+ * structs in step. */
 #ifndef MESH_ABI_CONTROL_BLOCK_H
 #define MESH_ABI_CONTROL_BLOCK_H
 
