@@ -9,9 +9,11 @@ tests_test_abi_LDFLAGS = $(RIG_LDFLAGS)
 TESTS += tests/test_abi
 UNIT_TESTS += tests/test_abi
 
-# Bad input to every public function callable without MPI (hardening).
+# Bad input to every public function of the ABI layer (hardening; the
+# executors' are tests/mesh/test_badinput_mesh).
 check_PROGRAMS += tests/test_badinput
-tests_test_badinput_SOURCES = tests/test_badinput.c tests/test_util.h
+tests_test_badinput_SOURCES = tests/test_badinput.c tests/badinput_util.h \
+	tests/test_util.h
 tests_test_badinput_CPPFLAGS = $(RIG_ABI_CPPFLAGS) $(CUNIT_CFLAGS)
 tests_test_badinput_CFLAGS = $(RIG_CFLAGS)
 tests_test_badinput_LDADD = src/librig.la $(CUNIT_LIBS)

@@ -32,7 +32,9 @@
  * - two additions the spec lacks, so that a resident backend can refuse a
  *   program before the driver halts anything: mesh_prepared's regs,
  *   shared_static and local_bytes (what the compiler measured) and the
- *   optional backend op admit (with its default, mesh_backend_admit).
+ *   optional backend op admit (with its default, mesh_backend_admit);
+ * - the optional backend op gather (default mesh_backend_gather), for an
+ *   executor whose nodes cannot be let write the mailbox (native).
  *
  * Threads: a backend and its kernels and streams are driven by one thread at
  * a time (the driver's); a compiler's prepare runs on the JIT thread and is
@@ -220,7 +222,7 @@ struct mesh_compiler {
 /* ---- the backend (Rust: trait Backend) -------------------------------- */
 
 typedef struct mesh_backend mesh_backend;
-/* Every op but the six marked optional is required; mesh_backend_open
+/* Every op but the seven marked optional is required; mesh_backend_open
  * (mesh/executors.h) refuses a table that lacks one. */
 typedef struct {
     const mesh_caps *(*caps)(const mesh_backend *b);
@@ -286,6 +288,12 @@ typedef struct {
      * the program, "invalid: ". NULL op: true. */
     bool (*admit)(const mesh_backend *b, const mesh_prepared *p, uint32_t nodes,
                   uint32_t slot, char **err);
+    /* Optional (rig's addition). Brings slot's node-owned words (P_ONLINE,
+     * P_EXITED, P_ERROR*, P_POINTS) up to date in the mailbox from where
+     * the executor keeps them, checked (native: every node's own page);
+     * the driver calls it before it reads them. NULL op: the nodes write
+     * the mailbox's words themselves. */
+    void (*gather)(const mesh_backend *b, uint32_t slot);
     /* Frees the backend (its exit paths have run cleanup already). */
     void (*destroy)(mesh_backend *b);
 } mesh_backend_ops;
@@ -307,6 +315,9 @@ uint32_t mesh_backend_online_timeout_ms(const mesh_backend *b);
  * for a NULL p, nodes 0 or a slot past MESH_PROG_SLOTS. */
 bool mesh_backend_admit(const mesh_backend *b, const mesh_prepared *p,
                         uint32_t nodes, uint32_t slot, char **err);
+/* The gather op; nothing where it is NULL (or b is, or slot is past
+ * MESH_PROG_SLOTS). */
+void mesh_backend_gather(const mesh_backend *b, uint32_t slot);
 /* Calls the destroy op, which frees b. */
 void mesh_backend_destroy(mesh_backend *b);
 

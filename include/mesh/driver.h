@@ -11,6 +11,9 @@
  *             slot on a blinking one, which are relaunched after), load,
  *             new stream, launch, and wait until P_ONLINE counts every node
  *             (failing with "timeout: " past the backend's online timeout);
+ *             the node-owned words are read only after the backend's
+ *             gather, and checked (P_ONLINE above the launch's nodes fails
+ *             the launch);
  *   poll      query and crashed: running, done, or crashed with a reason;
  *   stop      P_HALT, then unload (which, for a backend that owns halt,
  *             also stops the nodes), freeing the slot.
@@ -48,7 +51,11 @@ bool mesh_driver_prepare(mesh_driver *d, mesh_payload *src,
  * (no free slot, nodes above MESH_MANIFEST_MAX_NODES, the backend's admit
  * refusing: then no running program was halted), "timeout: " (not all
  * nodes online in time; the program is unloaded), "load: " (a node crashed
- * or reported an error before going online), the backend's errors. */
+ * or ended, or reported an error, before every node was online: "load:
+ * program p: node 1 killed by signal 11 with 1 of 4 nodes online"), the
+ * backend's errors.  A launch whose nodes all came online has started,
+ * even when a node crashed right after: mesh_driver_poll then reports that
+ * crash. */
 bool mesh_driver_start(mesh_driver *d, mesh_prepared *p, uint32_t nodes,
                        uint32_t *slot, char **err);
 

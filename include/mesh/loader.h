@@ -29,9 +29,10 @@
 
 #pragma GCC visibility push(default)
 
-/* The most files of a payload and the most bytes of one file. */
+/* The most files of a payload, the most bytes of one file and of all. */
 #define MESH_PAYLOAD_MAX_FILES 64u
 #define MESH_PAYLOAD_MAX_FILE_BYTES (256u * 1024u * 1024u)
+#define MESH_PAYLOAD_MAX_BYTES (1024ull * 1024u * 1024u)
 
 /* One file of a payload; path is relative ("x86_64-unknown-linux-gnu/pi"). */
 typedef struct {
@@ -54,10 +55,17 @@ typedef struct {
 /* Reads program name of catalog root into *out: manifest.json, then for
  * each backend the manifest lists the files it names that exist (native:
  * "<triple>/<entry>" of every target directory; cuda: the PTX; wasm: the
- * module).  Any thread.  Errors: "invalid: " for a bad root or name,
- * "missing: " when the directory or manifest.json is absent, "manifest: "
- * when the manifest does not parse, "limits: " past the MESH_PAYLOAD_MAX_*,
- * "system: " for a failed read.  *out is set only on success. */
+ * module).  Files are read without leaving the program's directory: a
+ * link that stays inside it is followed, one that leads out is refused
+ * (where the kernel lacks openat2, Linux < 5.6, no link is followed), and
+ * nothing of a file outside is read or quoted.  A FIFO or device is
+ * refused without waiting on it; every file is measured before any is
+ * read.  Any thread.  Errors: "invalid: " for a bad root or name,
+ * "missing: " when the directory or manifest.json is absent, a file is a
+ * link out, not a regular file, or a native binary lacks the execute bit
+ * exec needs, "manifest: " when the manifest does not parse, "limits: "
+ * past the MESH_PAYLOAD_MAX_*, "system: " for a failed read.  *out is set
+ * only on success. */
 bool mesh_payload_read(const char *root, const char *name, mesh_payload *out,
                        char **err);
 
@@ -67,7 +75,8 @@ bool mesh_payload_init(mesh_payload *p, const char *name, char **err);
 
 /* Adds a copy of len bytes as file path (relative, no "..", no leading
  * '/', no repeats), keeping the order rule ("manifest.json" first, then by
- * path).  Errors: "invalid: ", "limits: ", "nomem: "; p is unchanged then. */
+ * path).  Errors: "invalid: ", "limits: " (past a MESH_PAYLOAD_MAX_*),
+ * "nomem: "; p is unchanged then. */
 bool mesh_payload_add(mesh_payload *p, const char *path, const void *data,
                       size_t len, char **err);
 

@@ -65,14 +65,26 @@
  * access".
  *
  * Halting.  Unloading a program raises P_HALT; nodes get RIG_MESH_HALT_MS
- * (500) to return.  A node still running then is ended at its next
- * *check*: its next call of any import, its next memory.grow, or its next
- * access to its linear memory (the backend revokes the memory's pages),
- * each of which traps it; it gets RIG_MESH_GRACE_MS (1000) for that.  A
- * program that does none of these -- a loop that neither calls the host nor
- * touches memory -- cannot be stopped: its lane is abandoned (it keeps its
- * core busy until the process exits), its code stays mapped, and the
- * unload reports "timeout: node N of <program> ignored the halt ...".
+ * (500) to return.  A node still running then is ended within
+ * RIG_MESH_GRACE_MS (1000), whatever its code does: at its next call of
+ * any import or memory.grow, or its next access to its linear memory (the
+ * backend revokes the memory's pages), each of which traps it; and a node
+ * that does none of these -- a loop that neither calls the host nor
+ * touches memory -- is interrupted: the backend sends its lane a real-time
+ * signal (RIG_WASM_HALT_SIGNAL) every millisecond, and the first that
+ * finds the lane in the module's own code unwinds the node (one that finds
+ * it in a host call or libc does nothing).  No check is compiled into the
+ * module: its code runs as fast as wasm2c's.  The lane is then free for
+ * the next launch.  Only where the signal cannot be handled (a machine
+ * whose signal context rig does not know: not x86-64, AArch64 or POWER)
+ * can a node outlive the grace period: its lane is then abandoned (it
+ * keeps its core busy until the process exits), its code stays mapped, and
+ * the unload reports "timeout: node N of <program> ignored the halt ...".
+ *
+ * Compiling.  wasm2c and the C compiler run under a keeper each (see
+ * mesh/worker.h): past RIG_WASM_COMPILE_TIMEOUT_MS the run ends with all
+ * it started (cc's cc1, as, ld), and their temporary files, which go to
+ * the run's work directory (TMPDIR), go with it.
  *
  * Settings (environment):
  *   RIG_WASM2C                 wasm2c to run (default: the one configure
@@ -88,6 +100,11 @@
  *                              (120000)
  *   RIG_WASM_CORES             use at most this many cores for lanes
  *                              (default: every core the process may use)
+ *   RIG_WASM_HALT_SIGNAL       the real-time signal that interrupts a lane
+ *                              (default SIGRTMAX - 4); the backend refuses
+ *                              to open ("unsupported: ") when the
+ *                              application handles that signal itself.
+ *                              Read once per process.
  *
  * Header only: constants for embedders and tools; the backend itself is
  * opened with mesh_backend_open(MESH_BACKEND_WASM, ...) (mesh/executors.h).

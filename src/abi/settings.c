@@ -36,6 +36,8 @@ static const rig_setting settings[] = {
     {"RIG_WASM2C", "wasm2c found by configure", "the wasm2c program"},
     {"RIG_WASM_CC", "cc", "the C compiler for wasm2c's output"},
     {"RIG_WASM_RT_DIR", "/usr/src/wasm2c", "wasm2c's runtime headers"},
+    {"RIG_WASM_HALT_SIGNAL", "SIGRTMAX-4",
+     "real-time signal that interrupts a wasm lane to halt it"},
 };
 
 const rig_setting *rig_settings(size_t *n)

@@ -3,6 +3,8 @@
 #include "mesh/backend.h"
 #include "mesh/executors.h"
 
+#include "mesh_internal.h"
+
 #include "../abi/util_internal.h"
 
 #include <stdio.h>
@@ -222,6 +224,14 @@ bool mesh_backend_admit(const mesh_backend *b, const mesh_prepared *p,
     return b->ops->admit(b, p, nodes, slot, err);
 }
 
+void mesh_backend_gather(const mesh_backend *b, uint32_t slot)
+{
+    if (b != NULL && b->ops != NULL && b->ops->gather != NULL &&
+        slot < MESH_PROG_SLOTS) {
+        b->ops->gather(b, slot);
+    }
+}
+
 void mesh_backend_destroy(mesh_backend *b)
 {
     if (b != NULL && b->ops != NULL && b->ops->destroy != NULL) {
@@ -288,14 +298,13 @@ bool mesh_runs_here(const char *dir, const mesh_manifest *m,
     if (exec != MESH_BACKEND_NATIVE) {
         return true;
     }
-    char *bin = mesh_native_binary(dir, m->entry != NULL ? m->entry : m->name);
-    if (bin == NULL) {
+    char *rel = NULL;
+    if (asprintf(&rel, "%s/%s", mesh_native_target(),
+                 m->entry != NULL ? m->entry : m->name) < 0) {
         return false;
     }
-    struct stat st;
-    bool ok =
-        stat(bin, &st) == 0 && S_ISREG(st.st_mode) && access(bin, X_OK) == 0;
-    free(bin);
+    bool ok = mesh_catalog_runs(dir, rel);
+    free(rel);
     return ok;
 }
 

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* Child processes the executors start (native nodes, CUDA MPS workers).
+/* Child processes the executors start (native nodes, CUDA MPS workers,
+ * the wasm backend's compilers).
  *
  * Each executor keeps its live children's pids in a process-wide table of
  * its own, so that its cleanup (mesh_backend_on_cleanup) can kill them from
@@ -57,5 +58,43 @@ bool mesh_child_write_all(int fd, const uint8_t *p, size_t n);
 
 /* Sleeps ms milliseconds (EINTR resumes); async-signal-safe. */
 void mesh_child_sleep_ms(uint32_t ms);
+
+/* ---- process trees: a keeper per program ------------------------------ */
+
+/* What mesh_child_spawn runs, in a tree of its own (src/mesh/keeper). */
+typedef struct {
+    char *const *argv; /* the program and its arguments */
+    char *const *envp; /* its environment */
+    /* fds[i] >= 0 becomes the program's descriptor 3 + i; -1: none.  Any
+     * other descriptor of the caller stays out (but 0, 1 and 2). */
+    int fds[4];
+    /* 3..6: the program is the file of that descriptor (fexecve); -1:
+     * argv[0], searched in PATH. */
+    int exec_fd;
+    /* NULL: stdio as the caller's; else stdin is /dev/null and stdout and
+     * stderr go to this file (truncated, made 0600). */
+    const char *log;
+    size_t stack_bytes; /* the program's RLIMIT_STACK; 0: the caller's */
+} mesh_child_spec;
+
+/* Starts s's program under a keeper (a child of the caller, *keeper its
+ * pid), which makes everything the program starts end with it: when the
+ * program ends, the keeper kills what it left (its process group and any
+ * process orphaned below it), then exits as the program did, so reaping
+ * the keeper (mesh_child_reap) gives the program's own wait status.  The
+ * keeper also ends the tree when the caller's process is gone.  Any thread.
+ * Errors: "system: " (memfd, posix_spawn), "invalid: " (a bad spec),
+ * "nomem: ". */
+bool mesh_child_spawn(const mesh_child_spec *s, pid_t *keeper, char **err);
+
+/* Asks keeper's program to stop: SIGTERM to its process group. */
+void mesh_child_term(pid_t keeper);
+/* Ends keeper's whole tree now (SIGKILL to every process of it); the
+ * keeper then exits "killed by signal 9".  Async-signal-safe. */
+void mesh_child_end(pid_t keeper);
+/* mesh_child_end for every keeper in t (t keeps them: they are reaped as
+ * usual).  Acts only in the owner process.  Async-signal-safe: the
+ * executors' exit cleanup. */
+void mesh_child_end_all(mesh_child_table *t);
 
 #endif

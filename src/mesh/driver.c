@@ -23,6 +23,9 @@ typedef struct {
     uint32_t nodes;
     bool crashed;
     bool done;
+    /* A crash seen while the launch came up, after every node was online:
+     * the launch started, and poll reports this (malloc'd). */
+    char *why;
 } drv_slot;
 
 struct mesh_driver {
@@ -155,10 +158,32 @@ static bool launch_slot(mesh_driver *d, uint32_t s, const mesh_prepared *p,
     atomic_fetch_add_explicit(&w->launch, 1, memory_order_release);
     ds->crashed = false;
     ds->done = false;
+    free(ds->why);
+    ds->why = NULL;
     return d->b->ops->launch(d->b, ds->st, ds->k, ds->nodes, d->dev, s, err);
 }
 
-/* Waits until every node of slot s is online. */
+/* The slot's online count, gathered: a count above the launch's nodes is
+ * not one a backend may give (it would start a launch not up). */
+static bool read_online(mesh_driver *d, uint32_t s, uint32_t *online,
+                        char **err)
+{
+    mesh_backend_gather(d->b, s);
+    *online =
+        atomic_load_explicit(&d->cb->slot[s].online, memory_order_acquire);
+    if (*online > d->slots[s].nodes) {
+        return rig_err(err,
+                       "load: program %s: P_ONLINE says %u nodes are online; "
+                       "it has %u",
+                       d->slots[s].name, *online, d->slots[s].nodes);
+    }
+    return true;
+}
+
+/* Waits until every node of slot s is online.  Whether a launch came up is
+ * read again after a crash or the end is seen: a node may come online and
+ * crash (or end) between the first read and that, and then the launch did
+ * start, and its crash is reported as one after going online. */
 static bool wait_online(mesh_driver *d, uint32_t s, char **err)
 {
     drv_slot *ds = &d->slots[s];
@@ -167,9 +192,11 @@ static bool wait_online(mesh_driver *d, uint32_t s, char **err)
     uint64_t deadline = rig_now_ns() + (uint64_t)limit * 1000000u;
     uint32_t nap = 1;
     for (;;) {
-        uint32_t online =
-            atomic_load_explicit(&w->online, memory_order_acquire);
-        if (online >= ds->nodes) {
+        uint32_t online = 0;
+        if (!read_online(d, s, &online, err)) {
+            return false;
+        }
+        if (online == ds->nodes) {
             atomic_store_explicit(&w->state, MESH_SLOT_RUNNING,
                                   memory_order_release);
             return true;
@@ -193,8 +220,19 @@ static bool wait_online(mesh_driver *d, uint32_t s, char **err)
         }
         char *why = mesh_backend_crashed(d->b, ds->st, ds->k);
         if (why != NULL) {
-            rig_err(err, "load: program %s: %s before going online", ds->name,
-                    why);
+            if (!read_online(d, s, &online, err)) {
+                free(why);
+                return false;
+            }
+            if (online == ds->nodes) {
+                ds->crashed = true;
+                ds->why = why;
+                atomic_store_explicit(&w->state, MESH_SLOT_RUNNING,
+                                      memory_order_release);
+                return true;
+            }
+            rig_err(err, "load: program %s: %s with %u of %u nodes online",
+                    ds->name, why, online, ds->nodes);
             free(why);
             return false;
         }
@@ -203,13 +241,22 @@ static bool wait_online(mesh_driver *d, uint32_t s, char **err)
             return false;
         }
         if (done) {
-            /* A short program may come online and end between the read
-             * above and the query: all online is a start, not a failure. */
-            online = atomic_load_explicit(&w->online, memory_order_acquire);
-            if (online >= ds->nodes) {
+            if (!read_online(d, s, &online, err)) {
+                return false;
+            }
+            if (online == ds->nodes) {
                 atomic_store_explicit(&w->state, MESH_SLOT_RUNNING,
                                       memory_order_release);
                 return true;
+            }
+            /* A crash is told before the end: the query may have reaped
+             * it only now. */
+            why = mesh_backend_crashed(d->b, ds->st, ds->k);
+            if (why != NULL) {
+                rig_err(err, "load: program %s: %s with %u of %u nodes online",
+                        ds->name, why, online, ds->nodes);
+                free(why);
+                return false;
             }
             return rig_err(err,
                            "load: program %s: its nodes ended with %u "
@@ -289,6 +336,7 @@ static void release_slot(mesh_driver *d, uint32_t s, char **err, bool *ok)
     }
     mesh_stream_drop(ds->st);
     free(ds->name);
+    free(ds->why);
     memset(ds, 0, sizeof(*ds));
     atomic_store_explicit(&d->cb->slot[s].state, MESH_SLOT_FREE,
                           memory_order_release);
@@ -384,7 +432,12 @@ bool mesh_driver_poll(mesh_driver *d, uint32_t slot, mesh_run_state *state,
     if (!d->b->ops->query(d->b, ds->st, ds->k, &done, err)) {
         return false;
     }
-    char *crash = mesh_backend_crashed(d->b, ds->st, ds->k);
+    mesh_backend_gather(d->b, slot);
+    char *crash = ds->why;
+    ds->why = NULL;
+    if (crash == NULL) {
+        crash = mesh_backend_crashed(d->b, ds->st, ds->k);
+    }
     if (crash != NULL) {
         ds->crashed = true;
         if (why != NULL) {
@@ -443,6 +496,7 @@ uint64_t mesh_driver_point(const mesh_driver *d, uint32_t slot, uint32_t i)
     if (d == NULL || slot >= MESH_PROG_SLOTS || i >= MESH_POINTS) {
         return 0;
     }
+    mesh_backend_gather(d->b, slot);
     return atomic_load_explicit(&d->cb->slot[slot].points[i],
                                 memory_order_acquire);
 }

@@ -3,15 +3,19 @@
 #include "mesh/loader.h"
 #include "mesh/backend.h"
 
+#include "mesh_internal.h"
+
 #include "../abi/util_internal.h"
 
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 #include <xxhash.h>
 
@@ -104,6 +108,17 @@ bool mesh_payload_add(mesh_payload *p, const char *path, const void *data,
                        "limits: %s of program %s has %zu bytes, more "
                        "than %u",
                        path, p->name, len, MESH_PAYLOAD_MAX_FILE_BYTES);
+    }
+    uint64_t total = len;
+    for (size_t i = 0; i < p->nfiles; i++) {
+        total += p->files[i].len;
+    }
+    if (total > MESH_PAYLOAD_MAX_BYTES) {
+        return rig_err(err,
+                       "limits: program %s would have more than %llu bytes "
+                       "with %s",
+                       p->name, (unsigned long long)MESH_PAYLOAD_MAX_BYTES,
+                       path);
     }
     size_t at = 0;
     while (at < p->nfiles && path_cmp(p->files[at].path, path) < 0) {
@@ -199,84 +214,269 @@ uint64_t mesh_payload_hash(const mesh_payload *p)
     return h;
 }
 
-/* Reads a whole regular file; "missing: " when absent. */
-static bool read_file(const char *path, const char *what, uint8_t **data,
-                      size_t *len, char **err)
+/* ---- reading the catalog ----------------------------------------------
+ *
+ * A program's files are read without leaving its directory, without
+ * blocking and within a budget:
+ * - every file is opened beneath the program's directory (openat2 with
+ *   RESOLVE_BENEATH: a link that stays inside is followed, one that leads
+ *   out is refused; on a kernel without openat2, Linux < 5.6, no link is
+ *   followed at all), so a manifest or a binary that is a link to a system
+ *   file is never read, and no error message can quote one;
+ * - with O_NONBLOCK, then fstat: a FIFO or a device is refused, not waited
+ *   on;
+ * - every file is opened and measured before any is read: more than
+ *   MESH_PAYLOAD_MAX_FILES files, a file above MESH_PAYLOAD_MAX_FILE_BYTES
+ *   or all of them above MESH_PAYLOAD_MAX_BYTES is refused before a byte
+ *   is read (twelve target folders linking to one large binary are twelve
+ *   large files);
+ * - a native binary without the execute bit this process would need is
+ *   refused, as exec would refuse it. */
+
+#ifndef RESOLVE_BENEATH
+#define RESOLVE_BENEATH 0x08
+#endif
+#ifndef RESOLVE_NO_MAGICLINKS
+#define RESOLVE_NO_MAGICLINKS 0x02
+#endif
+
+struct rig_open_how {
+    uint64_t flags, mode, resolve;
+};
+
+/* 1: openat2 works; 0: not tried yet; -1: the kernel lacks it. */
+static _Atomic int have_openat2;
+
+/* Opens rel beneath dir (never out of it); -1 with errno: ENOENT/ENOTDIR
+ * absent, EXDEV or ELOOP a link out (or any link, without openat2). */
+static int open_beneath(int dir, const char *rel, int flags)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        if (errno == ENOENT) {
-            return rig_err(err, "missing: %s (%s)", what, path);
+    if (atomic_load(&have_openat2) >= 0) {
+#ifdef SYS_openat2
+        struct rig_open_how how = {.flags = (uint64_t)flags,
+                                   .resolve =
+                                       RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS};
+        int fd = (int)syscall(SYS_openat2, dir, rel, &how, sizeof(how));
+        if (fd >= 0 || (errno != ENOSYS && errno != EPERM)) {
+            atomic_store(&have_openat2, 1);
+            return fd;
         }
-        return rig_err(err, "system: open %s failed: %s", path,
-                       strerror(errno));
+#endif
+        atomic_store(&have_openat2, -1);
+    }
+    /* One plain component at a time, none a link. */
+    char *path = strdup(rel);
+    if (path == NULL) {
+        errno = ENOMEM;
+        return -1;
+    }
+    int at = dir, fd = -1;
+    for (char *c = path;;) {
+        char *slash = strchr(c, '/');
+        if (slash != NULL) {
+            *slash = '\0';
+        }
+        int f = slash != NULL ? O_RDONLY | O_DIRECTORY | O_CLOEXEC : flags;
+        fd = openat(at, c, f | O_NOFOLLOW);
+        int e = errno;
+        struct stat st;
+        if (fd < 0 && e == ENOTDIR &&
+            fstatat(at, c, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+            S_ISLNK(st.st_mode)) {
+            e = ELOOP; /* a link where a directory was opened */
+        }
+        if (at != dir) {
+            close(at);
+        }
+        errno = e;
+        if (fd < 0 || slash == NULL) {
+            break;
+        }
+        at = fd;
+        c = slash + 1;
+    }
+    free(path);
+    return fd;
+}
+
+/* Whether this process may execute a file of st, as exec checks. */
+static bool may_exec(const struct stat *st)
+{
+    uid_t uid = geteuid();
+    if (uid == 0) {
+        return (st->st_mode & (S_IXUSR | S_IXGRP | S_IXOTH)) != 0;
+    }
+    if (st->st_uid == uid) {
+        return (st->st_mode & S_IXUSR) != 0;
+    }
+    bool member = st->st_gid == getegid();
+    gid_t groups[256];
+    int n = getgroups(256, groups);
+    for (int i = 0; !member && i < n; i++) {
+        member = groups[i] == st->st_gid;
+    }
+    return (st->st_mode & (member ? S_IXGRP : S_IXOTH)) != 0;
+}
+
+/* A program being read: its directory and the files found so far. */
+typedef struct {
+    mesh_payload *p;
+    int dir;
+    struct {
+        char *rel;
+        int fd;
+        size_t len;
+    } found[MESH_PAYLOAD_MAX_FILES];
+    size_t nfound;
+    uint64_t total;
+} reading;
+
+/* Opens <dir>/rel and measures it against the limits, without reading
+ * it.  A file that is absent is no error (*found false), unless must.
+ * Errors: "missing: " (a link out, not a regular file, no execute bit for
+ * exec, absent when must), "limits: ", "system: ", "nomem: ". */
+static bool find(reading *r, const char *rel, bool exec, bool must, char **err)
+{
+    const char *name = r->p->name;
+    for (size_t i = 0; i < r->nfound; i++) {
+        if (strcmp(r->found[i].rel, rel) == 0) {
+            return true;
+        }
+    }
+    int fd =
+        open_beneath(r->dir, rel, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+    if (fd < 0) {
+        int e = errno;
+        if ((e == ENOENT || e == ENOTDIR) && !must) {
+            return true;
+        }
+        if (e == ENOENT || e == ENOTDIR) {
+            return rig_err(err, "missing: program %s has no %s (%s/%s)", name,
+                           rel, r->p->dir, rel);
+        }
+        if (e == EXDEV || e == ELOOP) {
+            return rig_err(err,
+                           "missing: program %s: %s is a link out of its "
+                           "directory%s; it is not read",
+                           name, rel,
+                           atomic_load(&have_openat2) < 0
+                               ? " (this kernel has no openat2: no link is "
+                                 "followed)"
+                               : "");
+        }
+        return rig_err(err, "system: open %s/%s failed: %s", r->p->dir, rel,
+                       strerror(e));
     }
     struct stat st;
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
         close(fd);
-        return rig_err(err, "missing: %s (%s is not a regular file)", what,
-                       path);
+        return rig_err(err, "missing: program %s: %s is not a regular file",
+                       name, rel);
+    }
+    if (exec && !may_exec(&st)) {
+        close(fd);
+        return rig_err(err,
+                       "missing: program %s: %s has no execute bit for this "
+                       "user; exec would refuse it",
+                       name, rel);
     }
     if ((uint64_t)st.st_size > MESH_PAYLOAD_MAX_FILE_BYTES) {
         close(fd);
-        return rig_err(err, "limits: %s has %lld bytes, more than %u", path,
-                       (long long)st.st_size, MESH_PAYLOAD_MAX_FILE_BYTES);
+        return rig_err(
+            err, "limits: program %s: %s has %lld bytes, more than %u", name,
+            rel, (long long)st.st_size, MESH_PAYLOAD_MAX_FILE_BYTES);
     }
-    size_t n = (size_t)st.st_size;
-    uint8_t *buf = malloc(n > 0 ? n : 1);
-    if (buf == NULL) {
+    if (r->nfound + r->p->nfiles >= MESH_PAYLOAD_MAX_FILES) {
         close(fd);
-        return rig_err(err, "nomem: reading %s", path);
+        return rig_err(err, "limits: program %s has more than %u files", name,
+                       MESH_PAYLOAD_MAX_FILES);
     }
-    size_t got = 0;
-    while (got < n) {
-        ssize_t r = read(fd, buf + got, n - got);
-        if (r < 0 && errno == EINTR) {
-            continue;
-        }
-        if (r <= 0) {
-            int e = r < 0 ? errno : EIO;
-            free(buf);
-            close(fd);
-            return rig_err(err, "system: read %s failed: %s", path,
-                           strerror(e));
-        }
-        got += (size_t)r;
+    if (r->total + (uint64_t)st.st_size > MESH_PAYLOAD_MAX_BYTES) {
+        close(fd);
+        return rig_err(err,
+                       "limits: program %s: its files have more than %llu "
+                       "bytes (at %s)",
+                       name, (unsigned long long)MESH_PAYLOAD_MAX_BYTES, rel);
     }
-    close(fd);
-    *data = buf;
-    *len = n;
+    char *copy = strdup(rel);
+    if (copy == NULL) {
+        close(fd);
+        return rig_err(err, "nomem: payload %s", name);
+    }
+    r->found[r->nfound].rel = copy;
+    r->found[r->nfound].fd = fd;
+    r->found[r->nfound].len = (size_t)st.st_size;
+    r->nfound++;
+    r->total += (uint64_t)st.st_size;
     return true;
 }
 
-/* Adds <dir>/<rel> when it exists; a missing file is not an error. */
-static bool add_if_present(mesh_payload *p, const char *rel, char **err)
+/* Reads all len bytes of fd (the size fstat gave: a file that changed
+ * since is read as far as that). */
+static bool read_all(int fd, uint8_t **data, size_t len, const char *what,
+                     char **err)
 {
-    char *path = NULL;
-    if (asprintf(&path, "%s/%s", p->dir, rel) < 0) {
-        return rig_err(err, "nomem: payload %s", p->name);
+    uint8_t *buf = malloc(len > 0 ? len : 1);
+    if (buf == NULL) {
+        return rig_err(err, "nomem: reading %s", what);
     }
-    struct stat st;
-    if (stat(path, &st) != 0 || !S_ISREG(st.st_mode) ||
-        mesh_payload_find(p, rel) != NULL) {
-        free(path);
-        return true;
+    size_t got = 0;
+    while (got < len) {
+        ssize_t n = read(fd, buf + got, len - got);
+        if (n < 0 && errno == EINTR) {
+            continue;
+        }
+        if (n <= 0) {
+            int e = n < 0 ? errno : EIO;
+            free(buf);
+            return rig_err(err, "system: read %s failed: %s", what,
+                           strerror(e));
+        }
+        got += (size_t)n;
     }
-    uint8_t *data = NULL;
-    size_t len = 0;
-    bool ok = read_file(path, rel, &data, &len, err) &&
-              mesh_payload_add(p, rel, data, len, err);
-    free(data);
-    free(path);
+    *data = buf;
+    return true;
+}
+
+/* Reads every file found into the payload, and forgets them. */
+static bool read_found(reading *r, char **err)
+{
+    bool ok = true;
+    for (size_t i = 0; i < r->nfound; i++) {
+        uint8_t *data = NULL;
+        if (ok) {
+            ok = read_all(r->found[i].fd, &data, r->found[i].len,
+                          r->found[i].rel, err) &&
+                 mesh_payload_add(r->p, r->found[i].rel, data, r->found[i].len,
+                                  err);
+        }
+        free(data);
+        close(r->found[i].fd);
+        free(r->found[i].rel);
+    }
+    r->nfound = 0;
     return ok;
 }
 
-/* native: "<triple>/<entry>" of every target directory. */
-static bool add_native(mesh_payload *p, const char *entry, char **err)
+static void forget_found(reading *r)
 {
-    DIR *d = opendir(p->dir);
+    for (size_t i = 0; i < r->nfound; i++) {
+        close(r->found[i].fd);
+        free(r->found[i].rel);
+    }
+    r->nfound = 0;
+}
+
+/* native: "<triple>/<entry>" of every target directory. */
+static bool find_native(reading *r, const char *entry, char **err)
+{
+    int fd = dup(r->dir);
+    DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
     if (d == NULL) {
-        return rig_err(err, "system: opendir %s failed: %s", p->dir,
+        if (fd >= 0) {
+            close(fd);
+        }
+        return rig_err(err, "system: opendir %s failed: %s", r->p->dir,
                        strerror(errno));
     }
     bool ok = true;
@@ -287,14 +487,43 @@ static bool add_native(mesh_payload *p, const char *entry, char **err)
         }
         char *rel = NULL;
         if (asprintf(&rel, "%s/%s", e->d_name, entry) < 0) {
-            ok = rig_err(err, "nomem: payload %s", p->name);
+            ok = rig_err(err, "nomem: payload %s", r->p->name);
             break;
         }
-        ok = add_if_present(p, rel, err);
+        ok = find(r, rel, true, false, err);
         free(rel);
     }
     closedir(d);
     return ok;
+}
+
+/* Opens program name's directory beneath root into *dir. */
+static bool open_program(const char *root, const char *name, int *dir,
+                         char **err)
+{
+    int rootfd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (rootfd < 0) {
+        return rig_err(err,
+                       "missing: program %s: the catalog %s cannot be "
+                       "opened: %s",
+                       name, root, strerror(errno));
+    }
+    int fd = open_beneath(rootfd, name,
+                          O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NONBLOCK);
+    int e = errno;
+    close(rootfd);
+    if (fd >= 0) {
+        *dir = fd;
+        return true;
+    }
+    if (e == EXDEV || e == ELOOP) {
+        return rig_err(err,
+                       "missing: program %s is a link out of the catalog %s; "
+                       "it is not read",
+                       name, root);
+    }
+    return rig_err(err, "missing: program %s is not in the catalog (%s/%s)",
+                   name, root, name);
 }
 
 bool mesh_payload_read(const char *root, const char *name, mesh_payload *out,
@@ -319,56 +548,72 @@ bool mesh_payload_read(const char *root, const char *name, mesh_payload *out,
         mesh_payload_free(&p);
         return rig_err(err, "nomem: payload %s", name);
     }
-    struct stat st;
-    if (stat(p.dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
-        rig_err(err, "missing: program %s is not in the catalog (%s)", name,
-                p.dir);
-        goto err_free;
+    reading *r = calloc(1, sizeof(*r));
+    if (r == NULL) {
+        mesh_payload_free(&p);
+        return rig_err(err, "nomem: payload %s", name);
     }
-    char *mpath = NULL;
-    if (asprintf(&mpath, "%s/%s", p.dir, manifest_path) < 0) {
-        rig_err(err, "nomem: payload %s", name);
-        goto err_free;
-    }
-    uint8_t *data = NULL;
-    size_t len = 0;
-    bool ok = read_file(mpath, "manifest.json", &data, &len, err);
-    free(mpath);
-    if (!ok) {
-        goto err_free;
-    }
+    r->p = &p;
+    r->dir = -1;
     mesh_manifest m;
-    ok = mesh_manifest_parse((const char *)data, len, &m, err);
-    if (ok && !mesh_payload_add(&p, manifest_path, data, len, err)) {
-        mesh_manifest_free(&m);
-        ok = false;
+    bool ok = open_program(root, name, &r->dir, err) &&
+              find(r, manifest_path, false, true, err);
+    if (ok && r->found[0].len > MESH_MANIFEST_MAX_BYTES) {
+        ok = rig_err(err,
+                     "manifest: program %s: manifest.json has %zu bytes, "
+                     "more than %u",
+                     name, r->found[0].len, MESH_MANIFEST_MAX_BYTES);
     }
-    free(data);
-    if (!ok) {
-        goto err_free;
-    }
-    for (size_t i = 0; ok && i < m.nbackends; i++) {
-        switch (m.backends[i]) {
-        case MESH_BACKEND_NATIVE:
-            ok = add_native(&p, m.entry, err);
-            break;
-        case MESH_BACKEND_CUDA:
-            ok = add_if_present(&p, m.ptx, err);
-            break;
-        case MESH_BACKEND_WASM:
-            ok = add_if_present(&p, m.wasm, err);
-            break;
-        default:
-            break;
+    ok = ok && read_found(r, err);
+    const mesh_payload_file *mf =
+        ok ? mesh_payload_find(&p, manifest_path) : NULL;
+    ok = ok && mesh_manifest_parse((const char *)mf->data, mf->len, &m, err);
+    if (ok) {
+        r->total = mf->len;
+        for (size_t i = 0; ok && i < m.nbackends; i++) {
+            switch (m.backends[i]) {
+            case MESH_BACKEND_NATIVE:
+                ok = find_native(r, m.entry, err);
+                break;
+            case MESH_BACKEND_CUDA:
+                ok = find(r, m.ptx, false, false, err);
+                break;
+            case MESH_BACKEND_WASM:
+                ok = find(r, m.wasm, false, false, err);
+                break;
+            default:
+                break;
+            }
         }
+        ok = ok && read_found(r, err);
+        mesh_manifest_free(&m);
     }
-    mesh_manifest_free(&m);
+    forget_found(r);
+    if (r->dir >= 0) {
+        close(r->dir);
+    }
+    free(r);
     if (!ok) {
-        goto err_free;
+        mesh_payload_free(&p);
+        return false;
     }
     *out = p;
     return true;
-err_free:
-    mesh_payload_free(&p);
-    return false;
+}
+
+bool mesh_catalog_runs(const char *dir, const char *rel)
+{
+    int d = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (d < 0) {
+        return false;
+    }
+    int fd = open_beneath(d, rel, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+    close(d);
+    struct stat st;
+    bool ok =
+        fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && may_exec(&st);
+    if (fd >= 0) {
+        close(fd);
+    }
+    return ok;
 }

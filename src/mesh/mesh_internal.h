@@ -22,6 +22,11 @@ typedef bool (*mesh_open_fn)(const mesh_settings *s, mesh_backend **out,
 
 bool mesh_native_open(const mesh_settings *s, mesh_backend **out, char **err);
 
+/* Whether <dir>/rel is a file the loader would take as a native binary: a
+ * regular file beneath dir (no link out of it) that this process may
+ * execute (loader.c). */
+bool mesh_catalog_runs(const char *dir, const char *rel);
+
 /* The GPU and wasm backends' hooks.  src/mesh/cuda and src/mesh/wasm define
  * them (strong symbols) when they are built; table.c carries weak stubs
  * that answer "unsupported: " and say "not built", so the table is whole

@@ -1,5 +1,9 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* The worker side of the native backend: a node attaches to its mailbox.
+/* The worker side of the native backend: a node attaches to its page.
+ *
+ * A node maps only its own page of words (mesh_cb_node) and its program's
+ * scratch: the host copies there what the node must read and checks what
+ * the node writes there.
  *
  * libc only (no librig helper), so that the same file builds both into
  * librig and into the static libmesh_worker that test and example programs
@@ -18,12 +22,11 @@
 #include <unistd.h>
 
 struct mesh_worker {
-    mesh_control_block *cb;
-    mesh_cb_slot *s;
+    mesh_cb_node *me; /* this node's page */
     uint32_t slot, node, nodes;
     void *scratch;
     size_t scratch_bytes;
-    pid_t host;
+    pid_t parent; /* who started the node; another one means it is gone */
     bool online;
 };
 
@@ -57,14 +60,13 @@ static bool env_u32(const char *name, uint32_t *out, char **err)
     return true;
 }
 
-static void report(mesh_cb_slot *s, uint32_t node, uint32_t code, uint32_t arg)
+static void report(mesh_cb_node *me, uint32_t code, uint32_t arg)
 {
     uint32_t want = MESH_NODE_OK;
-    if (atomic_compare_exchange_strong_explicit(&s->error, &want, code,
+    if (atomic_compare_exchange_strong_explicit(&me->error, &want, code,
                                                 memory_order_acq_rel,
                                                 memory_order_acquire)) {
-        atomic_store_explicit(&s->error_node, node, memory_order_release);
-        atomic_store_explicit(&s->error_arg, arg, memory_order_release);
+        atomic_store_explicit(&me->error_arg, arg, memory_order_release);
     }
 }
 
@@ -94,31 +96,33 @@ bool mesh_worker_attach(mesh_worker **out, char **err)
         return werr(err, "system: MESH_MAILBOX_FD=%u: fstat failed: %s", mfd,
                     strerror(errno));
     }
-    if (mst.st_size < (off_t)MESH_CB_BYTES) {
+    if (mst.st_size < (off_t)MESH_CB_NODE_BYTES) {
         return werr(err,
-                    "invalid: MESH_MAILBOX_FD=%u is not a mesh mailbox "
+                    "invalid: MESH_MAILBOX_FD=%u is not a mesh node's page "
                     "(%lld bytes)",
                     mfd, (long long)mst.st_size);
     }
-    void *map = mmap(NULL, MESH_CB_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED,
-                     (int)mfd, 0);
+    void *map = mmap(NULL, MESH_CB_NODE_BYTES, PROT_READ | PROT_WRITE,
+                     MAP_SHARED, (int)mfd, 0);
     if (map == MAP_FAILED) {
-        return werr(err, "system: mapping the mailbox (fd %u) failed: %s", mfd,
-                    strerror(errno));
+        return werr(err, "system: mapping the node's page (fd %u) failed: %s",
+                    mfd, strerror(errno));
     }
     close((int)mfd);
-    mesh_control_block *cb = map;
-    if (atomic_load_explicit(&cb->h.magic, memory_order_acquire) !=
-        MESH_CB_MAGIC) {
-        munmap(map, MESH_CB_BYTES);
-        return werr(err, "invalid: MESH_MAILBOX_FD=%u is not a mesh mailbox",
-                    mfd);
+    mesh_cb_node *me = map;
+    if (atomic_load_explicit(&me->magic, memory_order_acquire) !=
+            MESH_CB_NODE_MAGIC ||
+        me->slot != slot || me->node != node || me->nodes != nodes) {
+        munmap(map, MESH_CB_NODE_BYTES);
+        return werr(err,
+                    "invalid: MESH_MAILBOX_FD=%u is not the page of node %u "
+                    "of %u in slot %u",
+                    mfd, node, nodes, slot);
     }
-    mesh_cb_slot *s = &cb->slot[slot];
-    if (cb->h.abi != MESH_RT_ABI_VERSION) {
-        report(s, node, MESH_NODE_ERR_ABI, MESH_RT_ABI_VERSION);
-        uint32_t host_abi = cb->h.abi;
-        munmap(map, MESH_CB_BYTES);
+    if (me->abi != MESH_RT_ABI_VERSION) {
+        report(me, MESH_NODE_ERR_ABI, MESH_RT_ABI_VERSION);
+        uint32_t host_abi = me->abi;
+        munmap(map, MESH_CB_NODE_BYTES);
         return werr(err,
                     "abi: this program was built for runtime ABI %u; "
                     "the host runs %u",
@@ -126,15 +130,14 @@ bool mesh_worker_attach(mesh_worker **out, char **err)
     }
     mesh_worker *w = calloc(1, sizeof(*w));
     if (w == NULL) {
-        munmap(map, MESH_CB_BYTES);
+        munmap(map, MESH_CB_NODE_BYTES);
         return werr(err, "nomem: mesh worker");
     }
-    w->cb = cb;
-    w->s = s;
+    w->me = me;
     w->slot = slot;
     w->node = node;
     w->nodes = nodes;
-    w->host = (pid_t)cb->h.host_pid;
+    w->parent = getppid();
     if (has_scratch) {
         struct stat st;
         void *sm = MAP_FAILED;
@@ -144,8 +147,8 @@ bool mesh_worker_attach(mesh_worker **out, char **err)
         }
         if (sm == MAP_FAILED) {
             int e = errno;
-            report(s, node, MESH_NODE_ERR_ATTACH, 0);
-            munmap(map, MESH_CB_BYTES);
+            report(me, MESH_NODE_ERR_ATTACH, 0);
+            munmap(map, MESH_CB_NODE_BYTES);
             free(w);
             return werr(err,
                         "system: mapping the scratch (fd %u) failed: "
@@ -166,7 +169,7 @@ void mesh_worker_online(mesh_worker *w)
         return;
     }
     w->online = true;
-    atomic_fetch_add_explicit(&w->s->online, 1, memory_order_release);
+    atomic_store_explicit(&w->me->online, 1, memory_order_release);
 }
 
 bool mesh_worker_halted(const mesh_worker *w)
@@ -174,8 +177,8 @@ bool mesh_worker_halted(const mesh_worker *w)
     if (w == NULL) {
         return true;
     }
-    return atomic_load_explicit(&w->s->halt, memory_order_acquire) != 0 ||
-           getppid() != w->host;
+    return atomic_load_explicit(&w->me->halt, memory_order_acquire) != 0 ||
+           getppid() != w->parent;
 }
 
 bool mesh_worker_point(mesh_worker *w, uint32_t i, uint64_t value)
@@ -183,7 +186,7 @@ bool mesh_worker_point(mesh_worker *w, uint32_t i, uint64_t value)
     if (w == NULL || i >= MESH_POINTS) {
         return false;
     }
-    _Atomic uint64_t *p = &w->s->points[i];
+    _Atomic uint64_t *p = &w->me->points[i];
     uint64_t cur = atomic_load_explicit(p, memory_order_relaxed);
     while (cur < value &&
            !atomic_compare_exchange_weak_explicit(
@@ -195,7 +198,7 @@ bool mesh_worker_point(mesh_worker *w, uint32_t i, uint64_t value)
 void mesh_worker_fail(mesh_worker *w, uint32_t code)
 {
     if (w != NULL) {
-        report(w->s, w->node, MESH_NODE_ERR_PROGRAM, code);
+        report(w->me, MESH_NODE_ERR_PROGRAM, code);
     }
 }
 
@@ -216,7 +219,8 @@ uint32_t mesh_worker_nodes(const mesh_worker *w)
 
 uint32_t mesh_worker_online_nodes(const mesh_worker *w)
 {
-    return w != NULL ? atomic_load_explicit(&w->s->online, memory_order_acquire)
+    return w != NULL ? atomic_load_explicit(&w->me->online_nodes,
+                                            memory_order_acquire)
                      : 0;
 }
 
@@ -233,10 +237,10 @@ void mesh_worker_detach(mesh_worker *w)
     if (w == NULL) {
         return;
     }
-    atomic_fetch_add_explicit(&w->s->exited, 1, memory_order_release);
+    atomic_store_explicit(&w->me->exited, 1, memory_order_release);
     if (w->scratch != NULL) {
         munmap(w->scratch, w->scratch_bytes);
     }
-    munmap(w->cb, MESH_CB_BYTES);
+    munmap(w->me, MESH_CB_NODE_BYTES);
     free(w);
 }

@@ -14,13 +14,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
+#include <fcntl.h>
 #include <time.h>
 #include <unistd.h>
 
-#define HALT_MS 200
+#define HALT_MS 1000
 
 #include "real_signals.h"
 #define GRACE_MS 300
@@ -175,10 +175,11 @@ static void test_lifecycle(void)
     T_OK(mesh_driver_poll(d, slot, &st, &why, &err), err);
     T_EQ_U(st, MESH_RUN_RUNNING);
     T_TRUE(why == NULL);
-    /* Stopping: the nodes obey P_HALT well before SIGTERM. */
+    /* Stopping: the nodes obey P_HALT (they detach cleanly, which a node
+     * ended by SIGTERM would not); the time is only a hang guard. */
     t0 = now_ms();
     T_OK(mesh_driver_stop(d, slot, &err), err);
-    T_TRUE(now_ms() - t0 < HALT_MS);
+    T_TRUE(now_ms() - t0 < 10 * HALT_MS);
     T_EQ_U(atomic_load(&w->exited), 4);
     T_EQ_U(children(), 0);
     T_ERR(mesh_driver_poll(d, slot, &st, NULL, &err), err, "invalid: ");
@@ -256,8 +257,9 @@ static void test_stubborn(void)
     uint64_t t0 = now_ms();
     T_OK(mesh_driver_stop(d, slot, &err), err);
     uint64_t took = now_ms() - t0;
-    /* Halt and SIGTERM were ignored: SIGKILL after the grace period. */
-    if (took < HALT_MS + GRACE_MS || took > HALT_MS + GRACE_MS + 3000) {
+    /* Halt and SIGTERM were ignored: SIGKILL after the grace period (the
+     * upper bound is a hang guard). */
+    if (took < HALT_MS + GRACE_MS || took > 10 * (HALT_MS + GRACE_MS)) {
         T_FAILF("stopping took %llu ms; expected about %u",
                 (unsigned long long)took, HALT_MS + GRACE_MS);
     }
@@ -286,7 +288,7 @@ static void test_never_online(void)
     T_ERR(mesh_driver_start(d2, &pr, 2, &slot, &err), err,
           "timeout: program t_never: 0 of 2 nodes online after 300 ms");
     uint64_t took = now_ms() - t0;
-    T_TRUE(took >= 300 && took < 300 + 3000);
+    T_TRUE(took >= 300 && took < 10 * 300);
     T_EQ_U(slot, 99);
     T_EQ_U(children(), 0);
     T_TRUE(mesh_driver_program(d2, 0) == NULL);
@@ -308,66 +310,301 @@ static void test_bad_calls(void)
     T_EQ_U(children(), 0);
 }
 
-/* Cleanup kills every worker left, on exit() and on a fatal signal: a
- * child starts nodes and ends without stopping them; this process, as
- * subreaper, inherits the nodes and sees how they died. */
-static void orphan_case(bool by_signal)
+static mesh_control_block *mailbox(void)
 {
-    pid_t pid = fork();
-    if (pid == 0) {
-        struct rlimit none = {0, 0};
-        setrlimit(RLIMIT_CORE, &none);
-        mesh_backend *cb = NULL;
-        mesh_driver *cd = NULL;
-        uint32_t slot = 0;
-        char *err = NULL;
-        mesh_payload p;
-        mesh_prepared pr;
-        if (!mesh_backend_open(MESH_BACKEND_NATIVE, NULL, &cb, &err) ||
-            !mesh_driver_open(cb, &cd, &err) ||
-            !mesh_payload_read(MESH_TEST_PROGRAMS, "t_ok", &p, &err) ||
-            !mesh_driver_prepare(cd, &p, NULL, NULL, &pr, &err) ||
-            !mesh_driver_start(cd, &pr, 2, &slot, &err)) {
-            _exit(90);
-        }
-        if (by_signal) {
-            raise(SIGSEGV);
-        }
-        exit(0);
-    }
-    int st = 0;
-    waitpid(pid, &st, 0);
-    if (by_signal) {
-        T_TRUE(WIFSIGNALED(st) && WTERMSIG(st) == SIGSEGV);
-    } else {
-        T_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0);
-    }
-    int killed = 0, reaped = 0;
-    uint64_t t0 = now_ms();
-    while (reaped < 2 && now_ms() - t0 < 10000) {
-        int ns = 0;
-        pid_t r = waitpid(-1, &ns, WNOHANG);
-        if (r > 0) {
-            reaped++;
-            killed += WIFSIGNALED(ns) && WTERMSIG(ns) == SIGKILL;
-        } else {
-            usleep(1000);
-        }
-    }
-    T_EQ_U(reaped, 2);
-    T_EQ_U(killed, 2);
+    uint8_t *host = NULL;
+    uint64_t dev = 0;
+    b->ops->mailbox(b, &host, &dev, NULL);
+    return (mesh_control_block *)host;
 }
 
-static void test_cleanup_kills(void)
+/* Issue 20, case 1: a node writes over every word of the host it can
+ * reach.  That is its own page only: it is reported, while another
+ * program runs on untouched, the header stays, and launches go on. */
+static void test_corrupt(void)
 {
-    if (prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0) {
-        printf("skipped: no PR_SET_CHILD_SUBREAPER (%s)\n", strerror(errno));
+    uint32_t victim = 99, bad = 99;
+    char *err = NULL;
+    T_OK(start("t_ok", 2, &victim, &err), err);
+    T_OK(start("t_corrupt", 1, &bad, &err), err);
+    if (victim == 99 || bad == 99) {
         return;
     }
-    orphan_case(false);
-    orphan_case(true);
-    prctl(PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0);
+    mesh_run_state st = MESH_RUN_RUNNING;
+    char *why = NULL;
+    T_OK(mesh_driver_wait(d, bad, 10000, &st, &why, &err), err);
+    T_EQ_U(st, MESH_RUN_CRASHED);
+    static const char want[] = "node 0 broke its words (N_ONLINE 4294967295";
+    if (why == NULL || strncmp(why, want, strlen(want)) != 0) {
+        T_FAILF("why: \"%s\"", why != NULL ? why : "(null)");
+    }
+    free(why);
+    /* What the broken page said counts for nothing: online is the host's
+     * own count, not 0xffffffff, points stayed where they were. */
+    mesh_control_block *cb = mailbox();
+    T_TRUE(atomic_load(&cb->slot[bad].online) <= 1);
+    T_TRUE(mesh_driver_point(d, bad, 0) <= 20);
+    /* The other program runs on; the header is whole. */
+    T_EQ_U(atomic_load(&cb->h.magic), MESH_CB_MAGIC);
+    T_EQ_U(cb->h.host_pid, getpid());
+    T_EQ_U(cb->h.abi, MESH_RT_ABI_VERSION);
+    T_EQ_U(atomic_load(&cb->slot[victim].halt), 0);
+    T_EQ_U(atomic_load(&cb->slot[victim].online), 2);
+    T_EQ_U(atomic_load(&cb->slot[victim].state), MESH_SLOT_RUNNING);
+    T_OK(mesh_driver_poll(d, victim, &st, &why, &err), err);
+    T_EQ_U(st, MESH_RUN_RUNNING);
+    uint64_t p0 = mesh_driver_point(d, victim, 0);
+    uint64_t t0 = now_ms();
+    while (mesh_driver_point(d, victim, 0) <= p0 && now_ms() - t0 < 10000) {
+        usleep(1000);
+    }
+    T_TRUE(mesh_driver_point(d, victim, 0) > p0);
+    T_OK(mesh_driver_stop(d, bad, &err), err);
+    T_OK(mesh_driver_stop(d, victim, &err), err);
+    /* The backend takes new launches. */
+    uint32_t again = 99;
+    T_OK(start("t_ok", 1, &again, &err), err);
+    if (again != 99) {
+        T_OK(mesh_driver_stop(d, again, &err), err);
+    }
     T_EQ_U(children(), 0);
+}
+
+/* Issue 20, case 6: one node cannot make the launch look up.  Node 1 goes
+ * online 500 ms late; node 0 goes online twice (the API twice), or says
+ * N_ONLINE = 2 in its page. */
+static void test_online_per_node(void)
+{
+    uint32_t slot = 99;
+    char *err = NULL;
+    uint64_t t0 = now_ms();
+    T_OK(start("t_online2", 2, &slot, &err), err);
+    uint64_t took = now_ms() - t0;
+    if (took < 500) {
+        T_FAILF("started after %llu ms, before node 1 was online (500 ms)",
+                (unsigned long long)took);
+    }
+    if (slot != 99) {
+        T_EQ_U(atomic_load(&mailbox()->slot[slot].online), 2);
+        T_OK(mesh_driver_stop(d, slot, &err), err);
+    }
+    slot = 99;
+    T_ERR(start("t_online2_hostile", 2, &slot, &err), err,
+          "load: program t_online2_hostile: node 0 broke its words "
+          "(N_ONLINE 2,");
+    T_EQ_U(slot, 99);
+    T_EQ_U(children(), 0);
+}
+
+/* Whether pid is gone (reaped: no such process). */
+static bool gone(pid_t pid)
+{
+    return pid > 0 && kill(pid, 0) != 0 && errno == ESRCH;
+}
+
+static char pids_dir[64];
+
+/* The pids node n of the last spawn case wrote; false if it wrote none. */
+static bool tree_pids(uint32_t n, pid_t pids[3])
+{
+    char path[128];
+    snprintf(path, sizeof(path), "%s/node%u", pids_dir, n);
+    FILE *f = fopen(path, "r");
+    int a = 0, c = 0, e = 0;
+    bool ok = f != NULL && fscanf(f, "%d %d %d", &a, &c, &e) == 3;
+    if (f != NULL) {
+        fclose(f);
+    }
+    unlink(path);
+    pids[0] = a;
+    pids[1] = c;
+    pids[2] = e;
+    return ok && a > 0 && c > 0 && e > 0;
+}
+
+/* Every process node n's tree had is gone. */
+static void tree_gone(const char *how, uint32_t n)
+{
+    pid_t pids[3];
+    if (!tree_pids(n, pids)) {
+        T_FAILF("%s: node %u wrote no pids", how, n);
+        return;
+    }
+    for (int i = 0; i < 3; i++) {
+        if (!gone(pids[i])) {
+            T_FAILF("%s: node %u's %s (pid %d) outlived it", how, n,
+                    i < 2 ? "child" : "daemon", (int)pids[i]);
+            kill(pids[i], SIGKILL);
+        } else {
+            CU_PASS("gone");
+        }
+    }
+}
+
+/* Issue 20, case 2: whatever a node starts -- two children, a daemon that
+ * left its session -- ends with it: when it exits, when it is unloaded,
+ * when it crashes, when its launch times out. */
+static void test_process_trees(void)
+{
+    snprintf(pids_dir, sizeof(pids_dir), "/tmp/rig-test-trees.XXXXXX");
+    if (mkdtemp(pids_dir) == NULL) {
+        T_FAILF("mkdtemp: %s", strerror(errno));
+        return;
+    }
+    setenv("RIG_TEST_PIDS", pids_dir, 1);
+    uint32_t slot = 99;
+    char *err = NULL;
+    mesh_run_state st = MESH_RUN_RUNNING;
+    char *why = NULL;
+
+    /* It exits: done only once its tree is gone. */
+    T_OK(start("t_spawn_exit", 1, &slot, &err), err);
+    if (slot != 99) {
+        T_OK(mesh_driver_wait(d, slot, 10000, &st, &why, &err), err);
+        T_EQ_U(st, MESH_RUN_DONE);
+        tree_gone("exit", 0);
+        T_OK(mesh_driver_stop(d, slot, &err), err);
+    }
+    /* Unloaded while it runs (2 nodes, a tree each). */
+    slot = 99;
+    T_OK(start("t_spawn_run", 2, &slot, &err), err);
+    if (slot != 99) {
+        T_OK(mesh_driver_stop(d, slot, &err), err);
+        tree_gone("unload", 0);
+        tree_gone("unload", 1);
+    }
+    /* It crashes. */
+    slot = 99;
+    T_OK(start("t_spawn_crash", 1, &slot, &err), err);
+    if (slot != 99) {
+        T_OK(mesh_driver_wait(d, slot, 10000, &st, &why, &err), err);
+        T_EQ_U(st, MESH_RUN_CRASHED);
+        T_TRUE(why != NULL && strcmp(why, "node 0 killed by signal 11") == 0);
+        free(why);
+        why = NULL;
+        tree_gone("crash", 0);
+        T_OK(mesh_driver_stop(d, slot, &err), err);
+    }
+    /* It never comes online: the launch times out. */
+    mesh_backend_options o = {
+        .online_timeout_ms = 1000, .halt_ms = 50, .grace_ms = 50};
+    mesh_backend *b2 = NULL;
+    mesh_driver *d2 = NULL;
+    T_OK(mesh_backend_open(MESH_BACKEND_NATIVE, &o, &b2, &err), err);
+    T_OK(mesh_driver_open(b2, &d2, &err), err);
+    mesh_payload p;
+    mesh_prepared pr;
+    slot = 99;
+    if (d2 != NULL &&
+        mesh_payload_read(MESH_TEST_PROGRAMS, "t_spawn_never", &p, &err) &&
+        mesh_driver_prepare(d2, &p, NULL, NULL, &pr, &err)) {
+        T_ERR(mesh_driver_start(d2, &pr, 1, &slot, &err), err, "timeout: ");
+        tree_gone("timeout", 0);
+    } else {
+        T_OK(false, err);
+    }
+    mesh_driver_close(d2);
+    mesh_backend_destroy(b2);
+    unsetenv("RIG_TEST_PIDS");
+    rmdir(pids_dir);
+    T_EQ_U(children(), 0);
+}
+
+/* Issue 20, case 7: a node that comes online and crashes at once is a
+ * crash after going online, every time (9 in 100 were reported as one
+ * before, when the crash was seen before the online count). */
+static void test_crash_after_online(void)
+{
+    mesh_payload tmpl;
+    char *err = NULL;
+    T_OK(mesh_payload_read(MESH_TEST_PROGRAMS, "t_flash", &tmpl, &err), err);
+    if (tmpl.name == NULL) {
+        return;
+    }
+    int wrong = 0;
+    for (int i = 0; i < 100; i++) {
+        mesh_payload p;
+        mesh_prepared pr;
+        uint32_t slot = 99;
+        mesh_run_state st = MESH_RUN_RUNNING;
+        char *why = NULL;
+        bool ok = mesh_payload_copy(&p, &tmpl, &err) &&
+                  mesh_driver_prepare(d, &p, NULL, NULL, &pr, &err) &&
+                  mesh_driver_start(d, &pr, 1, &slot, &err) &&
+                  mesh_driver_wait(d, slot, 10000, &st, &why, &err);
+        if (!ok || st != MESH_RUN_CRASHED || why == NULL ||
+            strcmp(why, "node 0 killed by signal 11") != 0) {
+            if (wrong++ < 3) {
+                T_FAILF("launch %d: %s (state %d, why \"%s\")", i,
+                        err != NULL ? err : "started", (int)st,
+                        why != NULL ? why : "(null)");
+            }
+        }
+        free(why);
+        free(err);
+        err = NULL;
+        if (slot != 99) {
+            mesh_driver_stop(d, slot, NULL);
+        }
+    }
+    mesh_payload_free(&tmpl);
+    T_EQ_U(wrong, 0);
+    T_EQ_U(children(), 0);
+}
+
+/* Issue 20, case 7: a node linked with UCX (through librig) crashes
+ * without UCX's backtrace in the user's log: nodes run with
+ * UCX_HANDLE_ERRORS=none.  The host runs in a child whose stderr (which
+ * the node shares) is a file. */
+static void test_no_ucx_backtrace(void)
+{
+    char log[] = "/tmp/rig-test-ucx.XXXXXX";
+    int fd = mkstemp(log);
+    if (fd < 0) {
+        T_FAILF("mkstemp: %s", strerror(errno));
+        return;
+    }
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(fd, 2);
+        mesh_backend *cb = NULL;
+        mesh_driver *cd = NULL;
+        mesh_payload p;
+        mesh_prepared pr;
+        uint32_t slot = 0;
+        mesh_run_state st = MESH_RUN_RUNNING;
+        char *why = NULL, *e = NULL;
+        bool ok =
+            mesh_backend_open(MESH_BACKEND_NATIVE, NULL, &cb, &e) &&
+            mesh_driver_open(cb, &cd, &e) &&
+            mesh_payload_read(MESH_TEST_PROGRAMS, "t_ucx_crash", &p, &e) &&
+            mesh_driver_prepare(cd, &p, NULL, NULL, &pr, &e) &&
+            mesh_driver_start(cd, &pr, 1, &slot, &e) &&
+            mesh_driver_wait(cd, slot, 10000, &st, &why, &e);
+        if (!ok) {
+            fprintf(stderr, "host: %s\n", e != NULL ? e : "?");
+        }
+        _exit(ok && st == MESH_RUN_CRASHED && why != NULL &&
+                      strcmp(why, "node 0 killed by signal 11") == 0
+                  ? 0
+                  : 1);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    T_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    char buf[8192];
+    ssize_t n = pread(fd, buf, sizeof(buf) - 1, 0);
+    close(fd);
+    unlink(log);
+    buf[n > 0 ? n : 0] = '\0';
+    if (strstr(buf, "Caught signal") != NULL ||
+        strstr(buf, "backtrace") != NULL) {
+        T_FAILF("the node's crash printed UCX's handler output: %.300s", buf);
+    } else {
+        CU_PASS("no UCX backtrace");
+    }
 }
 
 /* 200 load/launch/unload cycles leak no process, fd or memory. */
@@ -424,8 +661,13 @@ int main(void)
     CU_add_test(s, "a node ignoring halt is killed", test_stubborn);
     CU_add_test(s, "nodes never online: timeout", test_never_online);
     CU_add_test(s, "bad calls", test_bad_calls);
-    CU_add_test(s, "cleanup kills workers on exit and signals",
-                test_cleanup_kills);
+    CU_add_test(s, "a program corrupts only its own words", test_corrupt);
+    CU_add_test(s, "online is counted per node", test_online_per_node);
+    CU_add_test(s, "what a node starts ends with it", test_process_trees);
+    CU_add_test(s, "100 crashes after online reported so",
+                test_crash_after_online);
+    CU_add_test(s, "no UCX backtrace from a crashing node",
+                test_no_ucx_backtrace);
     CU_add_test(s, "200 cycles without leaks", test_cycles);
     return t_run_registry();
 }

@@ -3,9 +3,9 @@
  *
  * The mailbox (control block) is one region of memory that the host (the
  * driver and the backend, in the rig process) and the running programs (the
- * nodes: native worker processes, CUDA blocks, wasm lanes) both map.  The
- * native backend keeps it in a memfd; CUDA in pinned host memory the kernels
- * reach by a device address.  It holds:
+ * nodes: CUDA blocks, wasm lanes) both reach; native worker processes each
+ * get a page of their own instead (below).  CUDA keeps it in pinned host
+ * memory the kernels reach by a device address.  It holds:
  *
  * - a header (the S_* words), written by the host once, before any program
  *   runs, and read-only afterwards: magic, runtime ABI, backend word and the
@@ -15,6 +15,18 @@
  *   a host-owned line (the host writes, nodes read) and node-owned lines
  *   (nodes write, the host reads), so no word has two writers except the
  *   counters nodes bump with atomic read-modify-writes.
+ *
+ * Where nodes are processes of their own (native), they do not map this
+ * block at all: each node maps one page of its own, a mesh_cb_node (the
+ * N_* words, below), where the host copies what the node must read (its
+ * slot's P_HALT and P_ONLINE) and the node writes what it reports.  The
+ * host reads every node's page, checks it, and keeps the slot's
+ * node-owned words itself: P_ONLINE counts the nodes whose page says
+ * online, P_POINTS[i] is the highest value a node raised (it never goes
+ * down), P_ERROR the first error it saw.  A node can then corrupt only its
+ * own page: not the header, not another program's slot, not another
+ * node's online word.  The in-process executors (wasm, CUDA) have nodes
+ * write the slot's words themselves, through their imports or kernels.
  *
  * Memory orders.  A writer publishes with a release store (or a release
  * read-modify-write); a reader acquires.  The host fills a slot's host words
@@ -26,14 +38,17 @@
  * (acquire) between steps.  Progress points only grow: a node raises
  * P_POINTS[i] with a release compare-and-swap to the maximum; the host reads
  * them (acquire), and what a node wrote before raising a point is visible to
- * whoever acquires it (a rail's ready count, say).
+ * whoever acquires it (a rail's ready count, say).  A native node and its
+ * page follow the same orders; the host publishes what it gathered from
+ * the pages in the slot with release stores, and copies P_HALT into the
+ * pages with release stores.
  *
  * Layout.  Every word is naturally aligned and little-endian (every
  * supported target is); the header is 256 bytes, each slot 256 bytes, so
  * the whole block is 256 + 32 * 256 = 8448 bytes.  The byte offsets below
- * (MESH_S_*, MESH_P_*) are for code that cannot use these C types (PTX,
- * wasm, another language); the static assertions keep them and the structs
- * in step. */
+ * (MESH_S_*, MESH_P_*, MESH_N_*) are for code that cannot use these C types
+ * (PTX, wasm, another language); the static assertions keep them and the
+ * structs in step. */
 #ifndef MESH_ABI_CONTROL_BLOCK_H
 #define MESH_ABI_CONTROL_BLOCK_H
 
@@ -137,10 +152,11 @@ typedef struct mesh_cb_slot {
     _Atomic uint64_t view;
     uint8_t host_pad_[8];
 
-    /* Node-owned line: nodes write with atomic read-modify-writes. */
+    /* Node-owned line: nodes write with atomic read-modify-writes (native:
+     * the host, from what it gathered of the nodes' pages). */
 
     /* P_ONLINE: nodes of the current launch that are up (fetch_add,
-     * release). */
+     * release; once per node). */
     _Atomic uint32_t online;
     /* P_EXITED: nodes that detached cleanly (fetch_add, release). */
     _Atomic uint32_t exited;
@@ -162,6 +178,54 @@ typedef struct mesh_control_block {
     mesh_cb_header h;
     mesh_cb_slot slot[MESH_PROG_SLOTS];
 } mesh_control_block;
+
+/* ---- a native node's own page (N_*) ----------------------------------- */
+
+/* N_MAGIC: "NODE" in memory order (little-endian u32). */
+#define MESH_CB_NODE_MAGIC 0x45444f4eu
+
+typedef struct mesh_cb_node {
+    /* Written by the host before the node starts. */
+
+    /* N_MAGIC: MESH_CB_NODE_MAGIC, stored last (release); a node that
+     * reads anything else refuses to attach. */
+    _Atomic uint32_t magic;
+    /* N_ABI: MESH_RT_ABI_VERSION of the host; N_HOST_PID: its pid. */
+    uint32_t abi;
+    uint32_t host_pid;
+    /* N_SLOT, N_NODE, N_NODES: where the node runs (as its environment
+     * says). */
+    uint32_t slot;
+    uint32_t node;
+    uint32_t nodes;
+
+    /* Written by the host while the node runs (release). */
+
+    /* N_HALT: the slot's P_HALT, copied. */
+    _Atomic uint32_t halt;
+    /* N_ONLINE_NODES: the slot's P_ONLINE, copied while the launch comes
+     * up. */
+    _Atomic uint32_t online_nodes;
+    uint8_t host_pad_[32];
+
+    /* Written by the node (release), read and checked by the host. */
+
+    /* N_ONLINE: 1 once the node is up, else 0. */
+    _Atomic uint32_t online;
+    /* N_EXITED: 1 once the node detached cleanly, else 0. */
+    _Atomic uint32_t exited;
+    /* N_ERROR: the node's first MESH_NODE_ERR_* (compare-and-swap from
+     * MESH_NODE_OK); N_ERROR_ARG: its detail. */
+    _Atomic uint32_t error;
+    _Atomic uint32_t error_arg;
+    uint8_t node_pad_[48];
+    /* N_POINTS: the node's progress points (release CAS to the max). */
+    _Atomic uint64_t points[MESH_POINTS];
+    uint8_t points_pad_[64];
+} mesh_cb_node;
+
+/* Bytes of a node's words (its page is larger). */
+#define MESH_CB_NODE_BYTES 256u
 
 /* ---- byte offsets for non-C code -------------------------------------- */
 
@@ -191,6 +255,21 @@ typedef struct mesh_control_block {
 #define MESH_P_ERROR_ARG 80u
 #define MESH_P_POINTS 128u
 
+/* A native node's page: */
+#define MESH_N_MAGIC 0u
+#define MESH_N_ABI 4u
+#define MESH_N_HOST_PID 8u
+#define MESH_N_SLOT 12u
+#define MESH_N_NODE 16u
+#define MESH_N_NODES 20u
+#define MESH_N_HALT 24u
+#define MESH_N_ONLINE_NODES 28u
+#define MESH_N_ONLINE 64u
+#define MESH_N_EXITED 68u
+#define MESH_N_ERROR 72u
+#define MESH_N_ERROR_ARG 76u
+#define MESH_N_POINTS 128u
+
 _Static_assert(sizeof(_Atomic uint64_t) == 8 && sizeof(_Atomic uint32_t) == 4,
                "mailbox atomics must be plain words");
 _Static_assert(sizeof(mesh_cb_header) == MESH_CB_HEADER_BYTES,
@@ -209,5 +288,12 @@ _Static_assert(offsetof(mesh_cb_slot, launch) == MESH_P_LAUNCH &&
                    offsetof(mesh_cb_slot, error_arg) == MESH_P_ERROR_ARG &&
                    offsetof(mesh_cb_slot, points) == MESH_P_POINTS,
                "P_* offsets");
+_Static_assert(sizeof(mesh_cb_node) == MESH_CB_NODE_BYTES &&
+                   offsetof(mesh_cb_node, nodes) == MESH_N_NODES &&
+                   offsetof(mesh_cb_node, halt) == MESH_N_HALT &&
+                   offsetof(mesh_cb_node, online) == MESH_N_ONLINE &&
+                   offsetof(mesh_cb_node, error_arg) == MESH_N_ERROR_ARG &&
+                   offsetof(mesh_cb_node, points) == MESH_N_POINTS,
+               "N_* offsets");
 
 #endif

@@ -19,13 +19,16 @@ WASM_TEST_WAT = \
 	tests/wasm/programs/scratch_oob.wat \
 	tests/wasm/programs/bad_import.wat \
 	tests/wasm/programs/no_entry.wat \
-	tests/wasm/programs/quick.wat
+	tests/wasm/programs/quick.wat \
+	tests/wasm/programs/recurse.wat \
+	tests/wasm/programs/flash.wat
 
 EXTRA_DIST += \
 	$(WASM_EXAMPLES_SRC) \
 	$(WASM_TEST_WAT) \
 	tests/wasm/test_examples.sh \
 	tests/wasm/test_mesh_run.sh \
+	tests/wasm/hang_cc.sh \
 	tests/fuzz/fuzz_wasm.c \
 	tests/fuzz/corpus/wasm
 
@@ -70,20 +73,48 @@ examples/wasm/trap/trap.wasm.built: $(srcdir)/examples/wasm/trap/trap.wat
 CLEANFILES += $(WASM_EXAMPLES_BUILT) tests/wasm/cache.d/*.so
 
 if RIG_HAVE_CUNIT
-check_PROGRAMS += tests/wasm/test_wasm
-TESTS += tests/wasm/test_wasm tests/wasm/test_examples.sh \
-	tests/wasm/test_mesh_run.sh
-UNIT_TESTS += tests/wasm/test_wasm
-tests_wasm_test_wasm_SOURCES = tests/wasm/test_wasm.c tests/test_util.h
-tests_wasm_test_wasm_CPPFLAGS = $(WASM_CPPFLAGS) $(CUNIT_CFLAGS) \
+WASM_TEST_CPPFLAGS = $(WASM_CPPFLAGS) $(CUNIT_CFLAGS) \
 	-DWASM_TEST_SRCDIR='"$(abs_top_srcdir)"' \
 	-DWASM_TEST_WAT2WASM='"$(WAT2WASM)"' -I$(top_srcdir)/tests
-tests_wasm_test_wasm_CFLAGS = $(RIG_CFLAGS)
-# Linked statically (librig hides the internal helpers the test uses).
-tests_wasm_test_wasm_LDADD = src/mesh/wasm/libmeshwasm.la src/mesh/libmesh.la \
+# Linked statically (librig hides the internal helpers the tests use).
+WASM_TEST_LDADD = src/mesh/wasm/libmeshwasm.la src/mesh/libmesh.la \
 	src/abi/libabi.la $(JANSSON_LIBS) $(XXHASH_LIBS) $(HWLOC_LIBS) \
 	$(CUNIT_LIBS) -ldl
+check_PROGRAMS += tests/wasm/test_wasm tests/wasm/test_wasm_faults \
+	tests/wasm/test_wasm_halt
+TESTS += tests/wasm/test_wasm tests/wasm/test_wasm_faults \
+	tests/wasm/test_wasm_halt tests/wasm/test_examples.sh \
+	tests/wasm/test_mesh_run.sh
+# Not test_wasm_faults and test_wasm_halt: valgrind reports their faults.
+UNIT_TESTS += tests/wasm/test_wasm
+tests_wasm_test_wasm_SOURCES = tests/wasm/test_wasm.c \
+	tests/wasm/wasm_test_util.h tests/test_util.h
+tests_wasm_test_wasm_CPPFLAGS = $(WASM_TEST_CPPFLAGS)
+tests_wasm_test_wasm_CFLAGS = $(RIG_CFLAGS)
+tests_wasm_test_wasm_LDADD = $(WASM_TEST_LDADD)
 tests_wasm_test_wasm_LDFLAGS = $(RIG_LDFLAGS)
+tests_wasm_test_wasm_faults_SOURCES = tests/wasm/test_wasm_faults.c \
+	tests/wasm/wasm_test_util.h tests/test_util.h
+tests_wasm_test_wasm_faults_CPPFLAGS = $(WASM_TEST_CPPFLAGS)
+tests_wasm_test_wasm_faults_CFLAGS = $(RIG_CFLAGS)
+tests_wasm_test_wasm_faults_LDADD = $(WASM_TEST_LDADD)
+tests_wasm_test_wasm_faults_LDFLAGS = $(RIG_LDFLAGS)
+tests_wasm_test_wasm_halt_SOURCES = tests/wasm/test_wasm_halt.c \
+	tests/wasm/wasm_test_util.h tests/test_util.h
+tests_wasm_test_wasm_halt_CPPFLAGS = $(WASM_TEST_CPPFLAGS)
+tests_wasm_test_wasm_halt_CFLAGS = $(RIG_CFLAGS)
+tests_wasm_test_wasm_halt_LDADD = $(WASM_TEST_LDADD)
+tests_wasm_test_wasm_halt_LDFLAGS = $(RIG_LDFLAGS)
+# The host's end ends its compiles (a subreaper; hosts die on purpose).
+check_PROGRAMS += tests/wasm/test_wasm_exit
+TESTS += tests/wasm/test_wasm_exit
+tests_wasm_test_wasm_exit_SOURCES = tests/wasm/test_wasm_exit.c \
+	tests/test_util.h
+tests_wasm_test_wasm_exit_CPPFLAGS = $(RIG_ABI_CPPFLAGS) $(CUNIT_CFLAGS) \
+	-DWASM_TEST_SRCDIR='"$(abs_top_srcdir)"'
+tests_wasm_test_wasm_exit_CFLAGS = $(RIG_CFLAGS)
+tests_wasm_test_wasm_exit_LDADD = src/librig.la $(CUNIT_LIBS)
+tests_wasm_test_wasm_exit_LDFLAGS = $(RIG_LDFLAGS)
 endif
 
 endif

@@ -274,6 +274,8 @@ static bool b_launch(const mesh_backend *b, const mesh_stream *st,
     wk->run = NULL;
     mesh_wasm_job job = {
         .mod = wk->img->mod,
+        .code_lo = wk->img->code_lo,
+        .code_hi = wk->img->code_hi,
         .name = wk->img->name,
         .words = &wb->cb->slot[slot],
         .slot = slot,

@@ -6,9 +6,14 @@
  * it runs, in a private work directory of the cache, `wasm2c m.wasm -o m.c
  * -n m` and `cc -shared` over m.c and rig's glue file (see wasm_internal.h)
  * and renames the object into place, so a concurrent prepare of the same
- * program finds either nothing or a whole file.  Each tool run is killed
- * past RIG_WASM_COMPILE_TIMEOUT_MS; its output is the error's text. */
+ * program finds either nothing or a whole file.  Each tool runs under a
+ * keeper (src/mesh/child.c), with TMPDIR in the work directory: past
+ * RIG_WASM_COMPILE_TIMEOUT_MS the keeper ends the tool and all it started
+ * (cc's cc1), and removing the work directory removes their temporary
+ * files; its output is the error's text. */
 #include "wasm_internal.h"
+
+#include "../child_internal.h"
 
 #include "../../abi/util_internal.h"
 
@@ -21,7 +26,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
-#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,7 +44,7 @@ extern char **environ;
 #define RIG_WASM_RT_DIR "/usr/src/wasm2c"
 #endif
 
-/* ---- children: tracked so the exit cleanup can kill them -------------- */
+/* ---- children: tracked so the exit cleanup can end them --------------- */
 
 #define MAX_CHILDREN 16
 static _Atomic pid_t children[MAX_CHILDREN];
@@ -49,10 +53,7 @@ static _Atomic uint64_t compiles;
 void mesh_wasm_kill_children(void)
 {
     for (int i = 0; i < MAX_CHILDREN; i++) {
-        pid_t pid = atomic_load(&children[i]);
-        if (pid > 0) {
-            kill(pid, SIGKILL);
-        }
+        mesh_child_end(atomic_load(&children[i]));
     }
 }
 
@@ -89,62 +90,85 @@ static void read_text(const char *path, char *buf, size_t cap)
     }
 }
 
-/* Runs argv (searched in PATH) in dir with stdout and stderr to log, at
- * most timeout_ms.  False with "compile: " naming the tool and its output
- * (or "timeout: "). */
+/* The environment of a tool run: the host's, with TMPDIR set to dir, so
+ * that what the compiler leaves there (cc's temporary files of a run that
+ * was killed) goes with the work directory. */
+static char **tool_env(const char *dir)
+{
+    size_t n = 0;
+    while (environ != NULL && environ[n] != NULL) {
+        n++;
+    }
+    char **env = calloc(n + 2, sizeof(char *));
+    char *tmp = NULL;
+    if (env == NULL || asprintf(&tmp, "TMPDIR=%s", dir) < 0) {
+        free(env);
+        return NULL;
+    }
+    size_t at = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (strncmp(environ[i], "TMPDIR=", 7) != 0) {
+            env[at++] = environ[i];
+        }
+    }
+    env[at++] = tmp;
+    env[at] = NULL;
+    return env;
+}
+
+static void tool_env_free(char **env)
+{
+    for (size_t i = 0; env != NULL && env[i] != NULL; i++) {
+        if (strncmp(env[i], "TMPDIR=", 7) == 0) {
+            free(env[i]);
+        }
+    }
+    free(env);
+}
+
+/* Runs argv (searched in PATH) with stdout and stderr to log, TMPDIR dir,
+ * at most timeout_ms, under a keeper: what the tool starts (cc's cc1, as,
+ * ld) ends with it, the timeout included.  False with "compile: " naming
+ * the tool and its output (or "timeout: "). */
 static bool run_tool(char *const argv[], const char *dir, const char *log,
                      uint32_t timeout_ms, char **err)
 {
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-    posix_spawn_file_actions_addopen(&fa, 1, log, O_WRONLY | O_CREAT | O_TRUNC,
-                                     0600);
-    posix_spawn_file_actions_adddup2(&fa, 1, 2);
-    posix_spawnattr_t attr;
-    posix_spawnattr_init(&attr);
-    sigset_t none;
-    sigemptyset(&none);
-    posix_spawnattr_setsigmask(&attr, &none);
-    sigset_t dfl;
-    sigemptyset(&dfl);
-    sigaddset(&dfl, SIGPIPE);
-    sigaddset(&dfl, SIGSEGV);
-    sigaddset(&dfl, SIGBUS);
-    posix_spawnattr_setsigdefault(&attr, &dfl);
-    posix_spawnattr_setflags(&attr,
-                             POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-
-    /* posix_spawn has no chdir before Debian 13's glibc: the tools get
-     * absolute paths instead, and dir only names where the log is. */
-    (void)dir;
-    pid_t pid;
-    int rc = posix_spawnp(&pid, argv[0], &fa, &attr, argv, environ);
-    posix_spawn_file_actions_destroy(&fa);
-    posix_spawnattr_destroy(&attr);
-    if (rc != 0) {
-        return rig_err(err, "compile: cannot run %s: %s", argv[0],
-                       strerror(rc));
+    char **env = tool_env(dir);
+    if (env == NULL) {
+        return rig_err(err, "nomem: running %s", argv[0]);
+    }
+    mesh_child_spec spec = {
+        .argv = argv,
+        .envp = env,
+        .fds = {-1, -1, -1, -1},
+        .exec_fd = -1,
+        .log = log,
+        .stack_bytes = 0,
+    };
+    pid_t pid = 0;
+    bool started = mesh_child_spawn(&spec, &pid, err);
+    tool_env_free(env);
+    if (!started) {
+        return rig_err_wrap(err, "compile: cannot run %s", argv[0]);
     }
     child_track(pid, true);
     uint64_t until = rig_now_ns() + (uint64_t)timeout_ms * 1000000u;
-    long nap = 200000;
+    uint32_t nap = 1;
     int status = 0;
     bool timed_out = false;
-    for (;;) {
-        pid_t w = waitpid(pid, &status, WNOHANG);
-        if (w == pid || (w < 0 && errno != EINTR)) {
-            break;
-        }
+    while (!mesh_child_reap(NULL, pid, &status)) {
         if (rig_now_ns() >= until) {
-            kill(pid, SIGKILL);
-            waitpid(pid, &status, 0);
+            /* The whole tree ends; the keeper then exits. */
+            mesh_child_end(pid);
+            if (!mesh_child_reap_within(NULL, pid, 10000, &status)) {
+                kill(pid, SIGKILL);
+                mesh_child_reap_within(NULL, pid, 1000, &status);
+            }
             timed_out = true;
             break;
         }
-        struct timespec ts = {0, nap};
-        nanosleep(&ts, NULL);
-        nap = nap < 20000000 ? nap * 2 : nap;
+        mesh_child_sleep_ms(nap);
+        nap = nap < 20 ? nap * 2 : nap;
     }
     child_track(pid, false);
     if (timed_out) {
@@ -665,7 +689,9 @@ static bool load_so(const char *so, mesh_wasm_image *img, char **err)
     const mesh_wasm_module *mod = fn != NULL ? fn(h) : NULL;
     if (mod != NULL && mod->abi == MESH_WASM_GLUE_ABI &&
         mod->host_size == sizeof(mesh_wasm_host) &&
-        mod->memory_size == sizeof(mesh_wasm_memory)) {
+        mod->memory_size == sizeof(mesh_wasm_memory) &&
+        mesh_wasm_glue_code_range((const void *)(uintptr_t)mod->entry,
+                                  &img->code_lo, &img->code_hi)) {
         mod->init_module();
         img->mod = mod;
     }

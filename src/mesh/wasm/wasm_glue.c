@@ -8,15 +8,31 @@
  * its own alternate signal stack (wasm_lanes.c), and the one process-wide
  * SIGSEGV/SIGBUS handler unwinds only the lane that faulted, only for a
  * fault in that lane's linear memory or stack guard; every other fault goes
- * to the handler that was there before. */
+ * to the handler that was there before.
+ *
+ * Halting a node that never checks.  A loop that calls no import and
+ * touches no memory never meets a check.  Rather than compile checks into
+ * every loop head and call (a cost on every iteration of every program),
+ * the host interrupts the lane: a halt signal (real-time, queued with the
+ * node's number) whose handler unwinds the node as a trap does, but only
+ * when the interrupted instruction is in the module's own code (its shared
+ * object's executable segments: wasm2c's functions and rig's glue wrappers,
+ * which hold no lock and own no allocation).  Anywhere else -- a host
+ * import, libc's memcpy, the loader -- it returns at once, and the host
+ * sends it again a millisecond later; a running node spends nearly all its
+ * time in its own code, so one soon lands there.  The unwinding abandons
+ * the instance's state, which the lane frees and never runs again. */
 #include "wasm_internal.h"
 
 #include "../../abi/util_internal.h"
 
+#include <dlfcn.h>
 #include <errno.h>
+#include <link.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <ucontext.h>
 
 #define WASM_PAGE 65536ull
 /* A memory reserves 8 GiB: any u32 address plus any u32 offset stays
@@ -287,6 +303,112 @@ const mesh_wasm_host *mesh_wasm_glue_host(void)
     return &host;
 }
 
+/* ---- halting a lane that never checks --------------------------------- */
+
+/* The default halt signal, counted down from SIGRTMAX, away from glibc's
+ * own (SIGRTMIN and below) and the first ones others pick. */
+#define HALT_SIGNAL_FROM_MAX 4
+
+static int halt_signal;
+
+int mesh_wasm_glue_halt_signal(void)
+{
+    return halt_signal;
+}
+
+struct code_find {
+    uintptr_t base;
+    uintptr_t lo, hi;
+};
+
+static int code_segment(struct dl_phdr_info *info, size_t size, void *arg)
+{
+    (void)size;
+    struct code_find *f = arg;
+    if ((uintptr_t)info->dlpi_addr != f->base) {
+        return 0;
+    }
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        if (ph->p_type != PT_LOAD || (ph->p_flags & PF_X) == 0) {
+            continue;
+        }
+        uintptr_t lo = f->base + ph->p_vaddr;
+        uintptr_t hi = lo + ph->p_memsz;
+        f->lo = f->lo == 0 || lo < f->lo ? lo : f->lo;
+        f->hi = hi > f->hi ? hi : f->hi;
+    }
+    return 1;
+}
+
+bool mesh_wasm_glue_code_range(const void *fn, uintptr_t *lo, uintptr_t *hi)
+{
+    Dl_info di;
+    if (dladdr(fn, &di) == 0 || di.dli_fbase == NULL) {
+        return false;
+    }
+    /* dli_fbase is the mapping's start; dl_iterate_phdr names objects by
+     * their load bias, which for a shared object is the same address. */
+    struct code_find f = {.base = (uintptr_t)di.dli_fbase};
+    dl_iterate_phdr(code_segment, &f);
+    if (f.hi <= f.lo || (uintptr_t)fn < f.lo || (uintptr_t)fn >= f.hi) {
+        return false;
+    }
+    *lo = f.lo;
+    *hi = f.hi;
+    return true;
+}
+
+/* The interrupted instruction's address; 0 where this machine's signal
+ * context is not known here. */
+static uintptr_t interrupted_pc(const void *ucv)
+{
+    const ucontext_t *uc = ucv;
+#if defined(__x86_64__)
+    return (uintptr_t)uc->uc_mcontext.gregs[REG_RIP];
+#elif defined(__aarch64__)
+    return (uintptr_t)uc->uc_mcontext.pc;
+#elif defined(__powerpc64__)
+    return (uintptr_t)uc->uc_mcontext.gp_regs[32];
+#else
+    (void)uc;
+    return 0;
+#endif
+}
+
+static bool pc_known(void)
+{
+#if defined(__x86_64__) || defined(__aarch64__) || defined(__powerpc64__)
+    return true;
+#else
+    return false;
+#endif
+}
+
+static void on_halt(int sig, siginfo_t *si, void *uc)
+{
+    (void)sig;
+    mesh_wasm_trap_state *ts = tls_lane;
+    if (ts == NULL || !ts->armed || !atomic_load(&ts->killed) ||
+        si->si_code != SI_QUEUE ||
+        si->si_value.sival_int != atomic_load(&ts->gen)) {
+        return; /* not a lane, not in wasm, not killed, or a late signal */
+    }
+    uintptr_t pc = interrupted_pc(uc);
+    if (pc >= ts->code_lo && pc < ts->code_hi) {
+        siglongjmp(ts->jmp, (int)MESH_WASM_TRAP_HALTED);
+    }
+}
+
+bool mesh_wasm_glue_interrupt(pthread_t t, const mesh_wasm_trap_state *ts)
+{
+    if (!pc_known() || halt_signal == 0) {
+        return false;
+    }
+    union sigval v = {.sival_int = atomic_load(&ts->gen)};
+    return pthread_sigqueue(t, halt_signal, v) == 0;
+}
+
 /* ---- the fault handler ------------------------------------------------ */
 
 static struct sigaction old_segv, old_bus;
@@ -326,6 +448,10 @@ static void on_fault(int sig, siginfo_t *si, void *uc)
     chain(sig, si, uc);
 }
 
+/* Why the halt signal could not be had (set once by install). */
+static enum { HALT_OK, HALT_BAD_SETTING, HALT_TAKEN } halt_problem;
+static uint64_t halt_setting;
+
 static void install(void)
 {
     struct sigaction sa;
@@ -336,15 +462,60 @@ static void install(void)
     if (sigaction(SIGSEGV, &sa, &old_segv) != 0 ||
         sigaction(SIGBUS, &sa, &old_bus) != 0) {
         install_errno = errno;
+        return;
     }
+    uint64_t sig = 0;
+    if (!rig_env_u64("RIG_WASM_HALT_SIGNAL",
+                     (uint64_t)(SIGRTMAX - HALT_SIGNAL_FROM_MAX), &sig, NULL) ||
+        sig < (uint64_t)SIGRTMIN || sig > (uint64_t)SIGRTMAX) {
+        halt_problem = HALT_BAD_SETTING;
+        halt_setting = sig;
+        return;
+    }
+    struct sigaction old;
+    if (sigaction((int)sig, NULL, &old) != 0) {
+        install_errno = errno;
+        return;
+    }
+    if ((old.sa_flags & SA_SIGINFO) != 0 || old.sa_handler != SIG_DFL) {
+        halt_problem = HALT_TAKEN;
+        halt_setting = sig;
+        return;
+    }
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_sigaction = on_halt;
+    /* SA_RESTART: a signal that finds a lane idle (in a wait) must not
+     * make that wait fail. */
+    sa.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_RESTART;
+    sigemptyset(&sa.sa_mask);
+    if (sigaction((int)sig, &sa, NULL) != 0) {
+        install_errno = errno;
+        return;
+    }
+    halt_signal = (int)sig;
 }
 
 bool mesh_wasm_glue_install(char **err)
 {
     pthread_once(&install_once, install);
     if (install_errno != 0) {
-        return rig_err(err, "system: sigaction(SIGSEGV) failed: %s",
+        return rig_err(err, "system: sigaction failed: %s",
                        strerror(install_errno));
+    }
+    if (halt_problem == HALT_BAD_SETTING) {
+        return rig_err(err,
+                       "invalid: RIG_WASM_HALT_SIGNAL=%s is not a real-time "
+                       "signal (%d..%d)",
+                       rig_env_str("RIG_WASM_HALT_SIGNAL", "?"), SIGRTMIN,
+                       SIGRTMAX);
+    }
+    if (halt_problem == HALT_TAKEN) {
+        return rig_err(err,
+                       "unsupported: signal %llu, which the wasm backend "
+                       "sends to halt its lanes, has a handler of the "
+                       "application's (set RIG_WASM_HALT_SIGNAL to a free "
+                       "one)",
+                       (unsigned long long)halt_setting);
     }
     return true;
 }

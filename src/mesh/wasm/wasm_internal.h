@@ -127,6 +127,13 @@ typedef struct mesh_wasm_trap_state {
     uint8_t *mem_base;     /* its reservation */
     /* The lane's stack guard: a fault there is call stack exhaustion. */
     uint8_t *guard_lo, *guard_hi;
+    /* The module's code (its shared object's executable segments): a halt
+     * signal that finds the lane there unwinds it. */
+    uintptr_t code_lo, code_hi;
+    /* The node the lane runs, numbered per lane (set under the pool's
+     * lock when a node is leased): a halt signal carries it, so a late
+     * signal meant for an earlier node is ignored. */
+    _Atomic int gen;
 } mesh_wasm_trap_state;
 
 /* Sets the calling thread's trap state (NULL: none). */
@@ -139,6 +146,19 @@ _Noreturn void mesh_wasm_trap(uint32_t code);
 /* Ends the node running on ts: marks it killed and revokes its memory's
  * pages, so its next check or memory access traps.  Any thread. */
 void mesh_wasm_glue_kill(mesh_wasm_trap_state *ts);
+/* Sends the halt signal to lane thread t whose trap state is ts (the pool
+ * locked, the lane running the node ts->gen numbers): once ts is killed,
+ * the signal unwinds the node if it finds it in its module's code, and
+ * does nothing anywhere else (a host call, libc), so the caller sends it
+ * again until the node has ended.  False where this machine's signal
+ * context is not known (the node then ends only at a check). */
+bool mesh_wasm_glue_interrupt(pthread_t t, const mesh_wasm_trap_state *ts);
+/* The halt signal's number (RIG_WASM_HALT_SIGNAL, default SIGRTMAX - 4):
+ * lanes leave it unblocked. */
+int mesh_wasm_glue_halt_signal(void);
+/* The executable range of the shared object that holds fn (the module's
+ * code and its glue's); false when it cannot be found. */
+bool mesh_wasm_glue_code_range(const void *fn, uintptr_t *lo, uintptr_t *hi);
 /* The host imports (wasm_lanes.c); ctx is the node. */
 void mesh_wasm_imp_online(void *ctx);
 uint32_t mesh_wasm_imp_slot(void *ctx);
@@ -156,8 +176,10 @@ void mesh_wasm_imp_scratch_write(void *ctx, uint64_t off, uint32_t src,
 /* The glue's host table (wasm_glue.c). */
 const mesh_wasm_host *mesh_wasm_glue_host(void);
 /* Installs the SIGSEGV/SIGBUS handler that turns a lane's faults into
- * traps, once per process (later calls do nothing).  The previous handler
- * still gets every fault that is not a lane's.  False: "system: ". */
+ * traps, and the halt signal's handler, once per process (later calls do
+ * nothing).  The previous handler still gets every fault that is not a
+ * lane's.  False: "system: ", "invalid: " (a bad RIG_WASM_HALT_SIGNAL),
+ * "unsupported: " (the application handles the halt signal already). */
 bool mesh_wasm_glue_install(char **err);
 /* A trap code in words: "out of bounds memory access". */
 const char *mesh_wasm_trap_str(uint32_t code);
@@ -206,6 +228,7 @@ void mesh_wasm_pool_set_stack(mesh_wasm_pool *p, size_t bytes);
 /* What a run needs of its program. */
 typedef struct {
     const mesh_wasm_module *mod;
+    uintptr_t code_lo, code_hi; /* the module's code (the image's) */
     const char *name;
     mesh_cb_slot *words; /* the slot's mailbox words */
     uint32_t slot;
@@ -250,6 +273,7 @@ uint32_t mesh_wasm_run_trap(const mesh_wasm_run *r, uint32_t node);
 typedef struct mesh_wasm_image {
     void *dl;                    /* dlopen handle */
     const mesh_wasm_module *mod; /* its table */
+    uintptr_t code_lo, code_hi;  /* its executable segments */
     char *name;                  /* the program's name */
     uint64_t scratch_bytes;      /* the manifest's scratch */
     uint32_t threads;

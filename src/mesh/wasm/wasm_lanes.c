@@ -192,6 +192,8 @@ static void run_node(wasm_lane *lane, wasm_node *node)
     atomic_store(&ts->killed, 0);
     ts->mem = NULL;
     ts->mem_base = NULL;
+    ts->code_lo = run->job.code_lo;
+    ts->code_hi = run->job.code_hi;
     void *inst = calloc(1, mod->instance_size ? mod->instance_size : 1);
     if (inst == NULL) {
         code = MESH_WASM_TRAP_NOMEM;
@@ -350,6 +352,9 @@ static bool lane_make(mesh_wasm_pool *p, uint32_t core, wasm_lane **out,
     sigdelset(&all, SIGBUS);
     sigdelset(&all, SIGFPE);
     sigdelset(&all, SIGILL);
+    if (mesh_wasm_glue_halt_signal() != 0) {
+        sigdelset(&all, mesh_wasm_glue_halt_signal());
+    }
     pthread_sigmask(SIG_SETMASK, &all, &old);
     int rc = pthread_create(&lane->thread, &attr, lane_main, lane);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
@@ -569,6 +574,7 @@ bool mesh_wasm_run_start(mesh_wasm_pool *p, const mesh_wasm_job *job,
     }
     for (uint32_t i = 0; i < nodes; i++) {
         nd[i].lane->job = &nd[i];
+        atomic_fetch_add(&nd[i].lane->ts.gen, 1);
         pthread_cond_signal(&nd[i].lane->cv);
     }
     pthread_mutex_unlock(&p->lock);
@@ -630,7 +636,21 @@ bool mesh_wasm_run_stop(mesh_wasm_run *r, uint32_t halt_ms, uint32_t grace_ms,
         }
     }
     pthread_mutex_unlock(&p->lock);
-    if (wait_done(r, grace_ms)) {
+    /* A node that never checks: interrupt its lane, every millisecond,
+     * until the signal finds it in its own code (wasm_glue.c). */
+    uint64_t until = rig_now_ns() + (uint64_t)grace_ms * 1000000u;
+    while (!mesh_wasm_run_done(r) && rig_now_ns() < until) {
+        pthread_mutex_lock(&p->lock);
+        for (uint32_t i = 0; i < r->nodes; i++) {
+            wasm_lane *lane = r->node[i].lane;
+            if (lane->job == &r->node[i]) {
+                mesh_wasm_glue_interrupt(lane->thread, &lane->ts);
+            }
+        }
+        pthread_mutex_unlock(&p->lock);
+        wait_done(r, 1);
+    }
+    if (mesh_wasm_run_done(r)) {
         return true;
     }
     char names[256] = "";
@@ -650,9 +670,8 @@ bool mesh_wasm_run_stop(mesh_wasm_run *r, uint32_t halt_ms, uint32_t grace_ms,
     pthread_mutex_unlock(&p->lock);
     *abandoned = true;
     return rig_err(err,
-                   "timeout: node %s of %s ignored the halt and never "
-                   "checked (no import call, no memory access) within "
-                   "%u ms; its lane is abandoned",
+                   "timeout: node %s of %s ignored the halt and could not be "
+                   "interrupted within %u ms; its lane is abandoned",
                    names, r->job.name ? r->job.name : "?", halt_ms + grace_ms);
 }
 
