@@ -1,0 +1,31 @@
+# SPDX-License-Identifier: BSD-3-Clause
+# src/remote: rank 0 as the controller of the job's machines (rig/remote.h),
+# the rig_agent program, and mesh_run's controller mode.  Needs the rails
+# (MPI) and the executors layer (jansson, xxHash, hwloc).
+if RIG_RAILS
+if RIG_HAVE_JANSSON
+if RIG_HAVE_XXHASH
+if RIG_HAVE_HWLOC
+
+riginclude_HEADERS += include/rig/remote.h
+noinst_HEADERS += src/remote/remote_internal.h
+
+REMOTE_CPPFLAGS = $(RIG_ABI_CPPFLAGS) -I$(top_srcdir)/src/abi $(MPI_CFLAGS) \
+	$(HWLOC_CFLAGS)
+
+noinst_LTLIBRARIES += src/remote/libremote.la
+src_remote_libremote_la_SOURCES = \
+	src/remote/agent.c \
+	src/remote/controller.c \
+	src/remote/machine.c \
+	src/remote/open.c \
+	src/remote/records.c \
+	src/remote/wait.c
+src_remote_libremote_la_CPPFLAGS = $(REMOTE_CPPFLAGS)
+src_remote_libremote_la_CFLAGS = $(RIG_CFLAGS)
+src_librig_la_LIBADD += src/remote/libremote.la
+
+endif
+endif
+endif
+endif
