@@ -25,6 +25,18 @@ src_remote_libremote_la_CPPFLAGS = $(REMOTE_CPPFLAGS)
 src_remote_libremote_la_CFLAGS = $(RIG_CFLAGS)
 src_librig_la_LIBADD += src/remote/libremote.la
 
+bin_PROGRAMS += tools/rig_agent
+tools_rig_agent_SOURCES = tools/rig_agent.c
+tools_rig_agent_CPPFLAGS = $(RIG_ABI_CPPFLAGS) $(MPI_CFLAGS)
+tools_rig_agent_CFLAGS = $(RIG_CFLAGS)
+tools_rig_agent_LDADD = src/librig.la $(MPI_LIBS)
+tools_rig_agent_LDFLAGS = $(RIG_LDFLAGS)
+
+# mesh_run (built by src/mesh/local.mk) runs through the controller when
+# started by mpirun on more than one rank.
+tools_mesh_run_CPPFLAGS += $(MPI_CFLAGS) -DRIG_MESH_RUN_MPI
+tools_mesh_run_LDADD += $(MPI_LIBS)
+
 endif
 endif
 endif
