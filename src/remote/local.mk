@@ -32,6 +32,14 @@ tools_rig_agent_CFLAGS = $(RIG_CFLAGS)
 tools_rig_agent_LDADD = src/librig.la $(MPI_LIBS)
 tools_rig_agent_LDFLAGS = $(RIG_LDFLAGS)
 
+# The README's controller, built so that it stays true.
+noinst_PROGRAMS += examples/remote/controller
+examples_remote_controller_SOURCES = examples/remote/controller.c
+examples_remote_controller_CPPFLAGS = $(RIG_ABI_CPPFLAGS) $(MPI_CFLAGS)
+examples_remote_controller_CFLAGS = $(RIG_CFLAGS)
+examples_remote_controller_LDADD = src/librig.la $(MPI_LIBS)
+examples_remote_controller_LDFLAGS = $(RIG_LDFLAGS)
+
 # mesh_run (built by src/mesh/local.mk) runs through the controller when
 # started by mpirun on more than one rank.
 tools_mesh_run_CPPFLAGS += $(MPI_CFLAGS) -DRIG_MESH_RUN_MPI
