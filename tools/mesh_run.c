@@ -307,10 +307,14 @@ static int control(const run_args *a, rig_remote *rm)
     struct timespec t0;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     bool ok = rig_remote_load(rm, &src, NULL, 0, &info, &prog, &err);
-    mesh_payload_free(&src);
     if (!ok) {
+        /* After a failed job MPI may still read the image: it stays. */
+        if (!rig_job_failed(rig_remote_job(rm))) {
+            mesh_payload_free(&src);
+        }
         return fail(name, err);
     }
+    mesh_payload_free(&src);
     double load_ms = ms_since(&t0);
     if (!rig_remote_launch(rm, prog, a->nodes, &err)) {
         rig_remote_unload(rm, prog, NULL);

@@ -263,7 +263,10 @@ typedef struct {
 } rig_remote_load_info;
 
 /* Loads the program of payload src (mesh_payload_read; the caller keeps
- * it) onto the agent machines ranks[0..nranks) (NULL and 0: every agent),
+ * it, unchanged while the call runs; after a "failed: " return -- the job
+ * failed while the image was on its way -- MPI may still read its bytes,
+ * so keep it until the process ends, as rig_remote_load_catalog does)
+ * onto the agent machines ranks[0..nranks) (NULL and 0: every agent),
  * as described above, and sets *program to its new id.  Before anything
  * is sent, each machine's executors are checked against the manifest's
  * backends: "unsupported: machine vm:2 runs native, wasm; program p lists

@@ -378,8 +378,15 @@ static bool receive_image(rig_remote *rm, const rm_cmd *c, const file_desc *f,
                          : MPI_Irecv(into, len, MPI_BYTE, 0, RM_TAG_IMAGE,
                                      rm->comm, r);
             if (rc != MPI_SUCCESS) {
+                /* Requests posted already may still write their lines. */
                 rig_job_fail(rm->job, "an agent could not receive an image");
                 ok = rm_failed(rm, err, "receiving an image");
+                for (uint32_t j = 0; bufs != NULL && j < n; j++) {
+                    rm_abandon(bufs[j]);
+                    bufs[j] = NULL;
+                }
+                rm_abandon(scratch);
+                scratch = NULL;
                 break;
             }
             if (bufs == NULL) {
@@ -427,7 +434,7 @@ static bool load_body(rm_rd *r, char **name, file_desc **files, uint32_t *n)
             return false;
         }
     }
-    return r->at == r->len;
+    return true;
 }
 
 static void files_free(file_desc *f, uint32_t n)
@@ -482,8 +489,18 @@ static bool on_load(rig_remote *rm, const rm_cmd *c, rm_rd *body, uint64_t t0,
     char *name = NULL;
     file_desc *files = NULL;
     uint32_t n = 0;
-    if (c->chunk == 0 || c->chunk > INT_MAX ||
-        !load_body(body, &name, &files, &n)) {
+    bool parsed = c->chunk > 0 && c->chunk <= INT_MAX &&
+                  load_body(body, &name, &files, &n);
+    uint64_t inline_bytes = 0;
+    for (uint32_t i = 0; parsed && i < n; i++) {
+        inline_bytes += files[i].len;
+    }
+    if (parsed) {
+        parsed = c->image == RM_IMAGE_INLINE
+                     ? body->len - body->at == inline_bytes
+                     : body->at == body->len;
+    }
+    if (!parsed) {
         /* The image's bytes cannot be taken without their sizes: the two
          * sides disagree on the protocol, and only a failed job frees
          * the controller's broadcast. */
@@ -505,7 +522,11 @@ static bool on_load(rig_remote *rm, const rm_cmd *c, rm_rd *body, uint64_t t0,
         free(bufs);
         bufs = NULL;
     }
-    if (!receive_image(rm, c, files, n, have ? bufs : NULL, err)) {
+    if (c->image == RM_IMAGE_INLINE) {
+        for (uint32_t i = 0; have && i < n; i++) {
+            rm_rd_get(body, bufs[i], (size_t)files[i].len);
+        }
+    } else if (!receive_image(rm, c, files, n, have ? bufs : NULL, err)) {
         free(bufs); /* its lines were abandoned */
         free(name);
         files_free(files, n);

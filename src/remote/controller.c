@@ -621,18 +621,24 @@ bool rig_remote_load(rig_remote *rm, const mesh_payload *src, const int *ranks,
     uint64_t th2 = rig_now_ns();
     int64_t id = ++rm->last_program;
     uint64_t bytes = 0;
+    for (size_t i = 0; i < src->nfiles; i++) {
+        bytes += src->files[i].len;
+    }
     rm_buf msg = {0};
     rm_cmd c = cmd_new(rm, RM_OP_LOAD, id);
     bool all = n == (size_t)rm->size - 1;
+    bool in = bytes <= RM_INLINE_BYTES;
     c.hash = hash;
-    c.image = all ? RM_IMAGE_BCAST : RM_IMAGE_P2P;
+    c.image = in ? RM_IMAGE_INLINE : all ? RM_IMAGE_BCAST : RM_IMAGE_P2P;
     rm_buf_put(&msg, &c, sizeof(c));
     rm_buf_str(&msg, src->name);
     rm_buf_u32(&msg, (uint32_t)src->nfiles);
     for (size_t i = 0; i < src->nfiles; i++) {
         rm_buf_str(&msg, src->files[i].path);
         rm_buf_u64(&msg, src->files[i].len);
-        bytes += src->files[i].len;
+    }
+    for (size_t i = 0; in && i < src->nfiles; i++) {
+        rm_buf_put(&msg, src->files[i].data, src->files[i].len);
     }
     got *g = NULL;
     MPI_Request *creq = calloc(n, sizeof(*creq));
@@ -659,7 +665,7 @@ bool rig_remote_load(rig_remote *rm, const mesh_payload *src, const int *ranks,
         goto out;
     }
     ts = rig_now_ns();
-    if (!post_image(rm, src, t, n, all, &ireq, &nireq, err)) {
+    if (!in && !post_image(rm, src, t, n, all, &ireq, &nireq, err)) {
         /* Agents wait for bytes that will not come. */
         rig_job_fail(rm->job, "the controller could not send an image");
         ok = false;
@@ -783,6 +789,14 @@ bool rig_remote_load_catalog(rig_remote *rm, const char *root, const char *name,
         return false;
     }
     bool ok = rig_remote_load(rm, &src, ranks, nranks, NULL, program, err);
+    if (!ok && rig_job_failed(rm->job)) {
+        /* An abandoned send may still read the image. */
+        for (size_t i = 0; i < src.nfiles; i++) {
+            rm_abandon(src.files[i].data);
+            src.files[i].data = NULL;
+            src.files[i].len = 0;
+        }
+    }
     mesh_payload_free(&src);
     return ok;
 }

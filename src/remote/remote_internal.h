@@ -50,11 +50,15 @@ enum {
     RM_OP_HELD = 7
 };
 
-/* LOAD: how the image comes. */
-enum { RM_IMAGE_BCAST = 1, RM_IMAGE_P2P = 2 };
+/* LOAD: how the image comes.  An image of at most RM_INLINE_BYTES rides
+ * in the command itself: one message per agent instead of a command and
+ * a broadcast, so that loading a small program costs one round trip. */
+enum { RM_IMAGE_BCAST = 1, RM_IMAGE_P2P = 2, RM_IMAGE_INLINE = 3 };
+#define RM_INLINE_BYTES (64u * 1024u)
 
 /* A command.  LOAD's body: the program's name, the file count, then each
- * file's path and length; the files' bytes follow as the image. */
+ * file's path and length; the files' bytes follow as the image (in the
+ * body itself for RM_IMAGE_INLINE). */
 typedef struct {
     uint32_t magic;
     uint32_t op;
