@@ -115,8 +115,10 @@ static void report_crash(rig_remote *rm, agent_prog *p)
         rm->pending_cap = cap;
     }
     size_t len = strlen(p->crash);
-    rm_event ev = {
-        .magic = RM_MAGIC, .msg_len = (uint32_t)len, .program = p->id};
+    rm_event ev = {.magic = RM_MAGIC,
+                   .msg_len = (uint32_t)len,
+                   .program = p->id,
+                   .launch = p->launches};
     rm_buf b = {0};
     rm_buf_put(&b, &ev, sizeof(ev));
     rm_buf_put(&b, p->crash, len);
@@ -655,6 +657,7 @@ static bool on_launch(rig_remote *rm, const rm_cmd *c, char **err)
         if (mesh_driver_start(rm->drivers[p->exec], &p->prepared, c->nodes,
                               &slot, &why)) {
             p->launched = true;
+            p->launches++;
             p->slot = slot;
             p->nodes = nodes;
             p->state = RIG_REMOTE_RUNNING;
@@ -675,7 +678,8 @@ static bool on_launch(rig_remote *rm, const rm_cmd *c, char **err)
                   .ok = 1,
                   .state = RIG_REMOTE_RUNNING,
                   .exec = p->exec,
-                  .nodes = p->nodes};
+                  .nodes = p->nodes,
+                  .launch = p->launches};
     return send_reply(rm, &h, NULL, NULL, err);
 }
 
@@ -696,7 +700,8 @@ static bool on_query(rig_remote *rm, const rm_cmd *c, char **err)
                   .ok = 1,
                   .state = p->state,
                   .exec = p->exec,
-                  .nodes = p->nodes};
+                  .nodes = p->nodes,
+                  .launch = p->launches};
     memcpy(h.points, p->points, sizeof(h.points));
     return send_reply(rm, &h, NULL,
                       p->state == RIG_REMOTE_CRASHED ? p->crash : NULL, err);

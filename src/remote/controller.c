@@ -116,7 +116,7 @@ static void program_forget(rig_remote *rm, rm_program *gone)
  * launch is logged and queued for rig_remote_event.  Caller holds
  * table_lock. */
 static void crash_record(rig_remote *rm, int rank, int64_t program,
-                         const char *why)
+                         uint64_t launch, const char *why)
 {
     rm_program *p = prog_find(rm, program);
     rm_place *pl = NULL;
@@ -125,7 +125,8 @@ static void crash_record(rig_remote *rm, int rank, int64_t program,
             pl = &p->places[i];
         }
     }
-    if (pl == NULL || pl->crash != NULL || !pl->launched) {
+    if (pl == NULL || pl->crash != NULL || !pl->launched ||
+        pl->launch != launch) {
         return; /* reported already, or of a launch that is over */
     }
     pl->crash = strdup(why);
@@ -176,7 +177,7 @@ void rm_events_drain(rig_remote *rm)
                 char *why = strndup((char *)msg + sizeof(ev), ev.msg_len);
                 if (why != NULL) {
                     pthread_mutex_lock(&rm->table_lock);
-                    crash_record(rm, st.MPI_SOURCE, ev.program, why);
+                    crash_record(rm, st.MPI_SOURCE, ev.program, ev.launch, why);
                     pthread_mutex_unlock(&rm->table_lock);
                     free(why);
                 }
@@ -867,6 +868,7 @@ bool rig_remote_launch(rig_remote *rm, int64_t program, uint32_t nodes,
             if (g[i].h.ok) {
                 pl->launched = true;
                 pl->nodes = g[i].h.nodes;
+                pl->launch = g[i].h.launch;
                 free(pl->crash);
                 pl->crash = NULL;
             } else {
@@ -962,7 +964,7 @@ static bool query_locked(rig_remote *rm, int64_t program,
         if (s[i].state == RIG_REMOTE_CRASHED) {
             const char *why =
                 g[i].msg != NULL && g[i].msg[0] != '\0' ? g[i].msg : "crashed";
-            crash_record(rm, g[i].rank, program, why);
+            crash_record(rm, g[i].rank, program, g[i].h.launch, why);
             s[i].why = strdup(why);
         }
     }

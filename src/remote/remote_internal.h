@@ -82,17 +82,19 @@ typedef struct {
     uint32_t exec;
     uint32_t nodes;
     uint64_t points[MESH_POINTS];
+    uint64_t launch;     /* LAUNCH, QUERY: the launch's number (1, ...) */
     uint64_t receive_ns; /* LOAD: command to last image byte */
     uint64_t prepare_ns; /* LOAD: the prepare */
     uint32_t nthreads;
     uint32_t msg_len;
 } rm_reply;
 
-/* A crash report: then msg_len bytes. */
+/* A crash report of a launch of a program: then msg_len bytes. */
 typedef struct {
     uint32_t magic;
     uint32_t msg_len;
     int64_t program;
+    uint64_t launch;
 } rm_event;
 
 /* ---- growable buffers and readers --------------------------------------- */
@@ -130,7 +132,8 @@ typedef struct {
     uint32_t exec;
     bool launched;
     uint32_t nodes;
-    char *crash; /* the first crash report of the current launch */
+    uint64_t launch; /* the current launch's number, as the agent counts */
+    char *crash;     /* the first crash report of the current launch */
 } rm_place;
 
 typedef struct rm_program {
@@ -159,6 +162,7 @@ typedef struct agent_prog {
     bool launched;
     uint32_t slot;
     uint32_t nodes;
+    uint64_t launches; /* launches so far: a crash report names its own */
     rig_remote_run state;
     uint64_t points[MESH_POINTS]; /* of the last launch, read at its end */
     char *crash;                  /* the report of this launch's crash */
