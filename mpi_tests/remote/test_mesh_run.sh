@@ -7,6 +7,12 @@ set -u
 b=${top_builddir:-.}
 run="$b/tools/mesh_run"
 : "${MPIRUN:=mpirun}"
+# As mpitest.sh: leak reports must unwind through Open MPI's frames for
+# the suppressions to match them.
+if [ -n "${ASAN_OPTIONS:-}" ]; then
+    ASAN_OPTIONS="$ASAN_OPTIONS:fast_unwind_on_malloc=0"
+    export ASAN_OPTIONS
+fi
 out=`timeout -k 10 120 "$MPIRUN" --oversubscribe --allow-run-as-root -np 3 \
     --mca osc '^ucx,pt2pt' "$run" --programs "$b/examples/mesh/programs" pi \
     --nodes 2 2>&1`
