@@ -23,7 +23,7 @@ REMOTE_MANIFESTS = \
 	mpi_tests/remote/manifests/rtiny.json
 EXTRA_DIST += $(REMOTE_TEST_FILES) $(REMOTE_MANIFESTS) \
 	mpi_tests/remote/manifests/wsum.json mpi_tests/remote/wsum.wat \
-	mpi_tests/remote/test_mesh_run.sh
+	mpi_tests/remote/test_mesh_run.sh mpi_tests/remote/test_cuda_mock.sh
 
 if RIG_RAILS
 if RIG_HAVE_JANSSON
@@ -75,7 +75,8 @@ CLEANFILES += mpi_tests/remote/programs.stamp \
 	mpi_tests/remote/programs/*/*.wasm \
 	mpi_tests/remote/programs/*/*/*
 
-TESTS += $(REMOTE_TEST_FILES) mpi_tests/remote/test_mesh_run.sh
+TESTS += $(REMOTE_TEST_FILES) mpi_tests/remote/test_mesh_run.sh \
+	mpi_tests/remote/test_cuda_mock.sh
 
 endif
 endif

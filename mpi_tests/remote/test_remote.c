@@ -24,6 +24,8 @@
  *   --badinput     every function of rig/remote.h with bad arguments
  *   --mpmd         the controller alone (np 1 of an MPMD launch whose
  *                  other ranks run rig_agent)
+ *   --cuda DIR     (under the stand-in CUDA driver) a Device proxy per
+ *                  machine, and DIR's counter example counting on each
  * Programs: REMOTE_PROGRAMS (mpi_tests/remote/programs of the build). */
 #include "../mpitest.h"
 
@@ -832,6 +834,64 @@ static void test_badinput(void)
     T_EQ(h->threads(h, 1, NULL), 0);
 }
 
+/* Under the stand-in CUDA driver (mpi_tests/remote/test_cuda_mock.sh):
+ * every agent runs CUDA, so every machine has a Device proxy; the counter
+ * example compiles on every agent and counts until halted. */
+static void test_cuda(const char *catalog)
+{
+    for (int r = 1; r < size; r++) {
+        const rig_remote_machine *m = rig_remote_machine_of(rm, r);
+        const rig_remote_executor *e = &m->executors[MESH_BACKEND_CUDA];
+        if (!e->runs) {
+            printf("SKIP: %s runs no CUDA: %s\n", m->name, e->why);
+            return;
+        }
+        char name[320];
+        snprintf(name, sizeof(name), "cuda%lld@%s", (long long)e->device,
+                 m->name);
+        const rig_remote_proxy *d = rig_remote_find(rm, name);
+        T_ASSERT(d != NULL);
+        T_EQ(d->record.kind, RIG_PROXY_DEVICE);
+        T_EQ(d->record.u.device.id, e->device);
+        T_ASSERT(rig_remote_abi_find(&d->fact, 1) == &d->record);
+        T_ASSERT(e->caps.arch != NULL && strncmp(e->caps.arch, "sm_", 3) == 0);
+    }
+    int64_t p = 0;
+    T_OK(rig_remote_load_catalog(rm, catalog, "counter", NULL, 0, &p, &t_err));
+    for (int r = 1; r < size; r++) {
+        const mesh_caps *c =
+            &rig_remote_machine_of(rm, r)->executors[MESH_BACKEND_CUDA].caps;
+        int32_t *t = NULL;
+        T_EQ(rig_host_threads(rig_remote_host(rm, r), p, &t), 1);
+        /* Resident blocks of 32 threads, at most the device's most. */
+        T_ASSERT(t[0] > 0 && t[0] % 32 == 0);
+        T_ASSERT((uint64_t)t[0] <= (uint64_t)c->blocks_per_sm * c->sms * 32);
+        printf("controller: counter on %s: %d threads at once\n",
+               rig_remote_machine_of(rm, r)->name, t[0]);
+        free(t);
+    }
+    T_OK(rig_remote_launch(rm, p, 4, &t_err));
+    uint64_t until = now_ns() + (uint64_t)HANG_MS * 1000000u;
+    bool counted = false;
+    while (!counted && now_ns() < until) {
+        rig_remote_status *s = NULL;
+        size_t n = 0;
+        T_OK(rig_remote_query(rm, p, &s, &n, &t_err));
+        counted = true;
+        for (size_t i = 0; i < n; i++) {
+            T_EQ(s[i].state, RIG_REMOTE_RUNNING);
+            T_EQ(s[i].exec, MESH_BACKEND_CUDA);
+            counted = counted && s[i].points[0] > 1000;
+        }
+        rig_remote_status_free(s, n);
+        nap_ms(10);
+    }
+    T_ASSERT(counted);
+    T_OK(rig_remote_halt(rm, p, &t_err));
+    T_OK(rig_remote_unload(rm, p, &t_err));
+    check_held(NULL, 0);
+}
+
 static void test_mpmd(void)
 {
     check_records();
@@ -933,6 +993,8 @@ int main(int argc, char **argv)
         test_badinput();
     } else if (strcmp(mode, "--mpmd") == 0) {
         test_mpmd();
+    } else if (strcmp(mode, "--cuda") == 0 && argc > 2) {
+        test_cuda(argv[2]);
     } else {
         T_FAIL("unknown mode %s", mode);
     }
