@@ -15,6 +15,7 @@ REMOTE_TEST_FILES = \
 	mpi_tests/remote/badinput_np2.mpi \
 	mpi_tests/remote/badinput_np3.mpi \
 	mpi_tests/remote/mpmd_np3.mpi \
+	mpi_tests/remote/threads_np3.mpi \
 	mpi_tests/remote/example_np4.mpi
 REMOTE_MANIFESTS = \
 	mpi_tests/remote/manifests/rsum.json \

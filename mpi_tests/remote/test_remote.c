@@ -24,6 +24,8 @@
  *   --badinput     every function of rig/remote.h with bad arguments
  *   --mpmd         the controller alone (np 1 of an MPMD launch whose
  *                  other ranks run rig_agent)
+ *   --threads      two threads load, run and unload programs at once while
+ *                  a third reads every host's threads()
  *   --cuda DIR     (under the stand-in CUDA driver) a Device proxy per
  *                  machine, and DIR's counter example counting on each
  * Programs: REMOTE_PROGRAMS (mpi_tests/remote/programs of the build). */
@@ -35,6 +37,7 @@
 
 #include <dirent.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <signal.h>
 #include <time.h>
 #include <unistd.h>
@@ -892,6 +895,61 @@ static void test_cuda(const char *catalog)
     check_held(NULL, 0);
 }
 
+/* Two threads drive programs at once while a third reads the records:
+ * the controller's calls serialize their messages (rm->lock) and the
+ * records answer any thread (checked by TSan builds). */
+static atomic_bool readers_stop;
+
+static void *driver_thread(void *arg)
+{
+    const char *name = arg;
+    for (int i = 0; i < 10; i++) {
+        int64_t p = load(name, i % 2 == 0 ? 0 : 300u << 10, NULL, 0);
+        run_checked(p, 2,
+                    strcmp(name, "wsum") == 0 ? MESH_BACKEND_WASM
+                                              : MESH_BACKEND_NATIVE);
+        T_OK(rig_remote_unload(rm, p, &t_err));
+    }
+    return NULL;
+}
+
+static void *reader_thread(void *arg)
+{
+    (void)arg;
+    uint64_t reads = 0;
+    while (!atomic_load(&readers_stop)) {
+        for (int r = 1; r < size; r++) {
+            for (int64_t p = 1; p < 64; p++) {
+                int32_t *t = NULL;
+                size_t n = rig_host_threads(rig_remote_host(rm, r), p, &t);
+                T_ASSERT(n <= 1);
+                free(t);
+                reads++;
+            }
+        }
+        char *ev = NULL;
+        T_ASSERT(!rig_remote_event(rm, &ev)); /* nothing crashes here */
+    }
+    printf("controller: %llu threads() read beside the loads\n",
+           (unsigned long long)reads);
+    return NULL;
+}
+
+static void test_threads(void)
+{
+    pthread_t a, b, c;
+    const char *second = wasm_everywhere() ? "wsum" : "rsum";
+    atomic_store(&readers_stop, false);
+    T_EQ(pthread_create(&c, NULL, reader_thread, NULL), 0);
+    T_EQ(pthread_create(&a, NULL, driver_thread, (void *)"rsum"), 0);
+    T_EQ(pthread_create(&b, NULL, driver_thread, (void *)second), 0);
+    pthread_join(a, NULL);
+    pthread_join(b, NULL);
+    atomic_store(&readers_stop, true);
+    pthread_join(c, NULL);
+    check_held(NULL, 0);
+}
+
 static void test_mpmd(void)
 {
     check_records();
@@ -910,7 +968,10 @@ static void test_mpmd(void)
 
 int main(int argc, char **argv)
 {
-    MPI_Init(&argc, &argv);
+    /* --threads calls MPI (through the controller, one call at a time)
+     * from several threads. */
+    int provided = 0;
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_SERIALIZED, &provided);
     MPI_Comm_rank(MPI_COMM_WORLD, &t_rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     me = t_rank;
@@ -918,6 +979,15 @@ int main(int argc, char **argv)
     const char *mode = argc > 1 ? argv[1] : "--basic";
     bool kills =
         strcmp(mode, "--kill-load") == 0 || strcmp(mode, "--kill-run") == 0;
+    if (strcmp(mode, "--threads") == 0 && provided < MPI_THREAD_SERIALIZED) {
+        if (me == 0) {
+            printf("SKIP: MPI provides thread level %d, below "
+                   "MPI_THREAD_SERIALIZED\n",
+                   provided);
+        }
+        MPI_Finalize();
+        return 0;
+    }
     if (size < 2) {
         printf("FAIL: test_remote %s needs at least 2 ranks\n", mode);
         MPI_Finalize();
@@ -993,6 +1063,8 @@ int main(int argc, char **argv)
         test_badinput();
     } else if (strcmp(mode, "--mpmd") == 0) {
         test_mpmd();
+    } else if (strcmp(mode, "--threads") == 0) {
+        test_threads();
     } else if (strcmp(mode, "--cuda") == 0 && argc > 2) {
         test_cuda(argv[2]);
     } else {
