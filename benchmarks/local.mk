@@ -64,14 +64,14 @@ EXTRA_DIST += benchmarks/README.md
 if RIG_RAILS
 if RIG_HAVE_JANSSON
 if RIG_HAVE_XXHASH
-noinst_PROGRAMS += benchmarks/rig_remote_load
-benchmarks_rig_remote_load_SOURCES = benchmarks/remote_load.c
-benchmarks_rig_remote_load_CPPFLAGS = $(RIG_ABI_CPPFLAGS) $(MPI_CFLAGS) \
+noinst_PROGRAMS += benchmarks/rig_remote_bench
+benchmarks_rig_remote_bench_SOURCES = benchmarks/remote_bench.c
+benchmarks_rig_remote_bench_CPPFLAGS = $(RIG_ABI_CPPFLAGS) $(MPI_CFLAGS) \
 	-DREMOTE_PROGRAMS='"$(abs_top_builddir)/mpi_tests/remote/programs"'
-benchmarks_rig_remote_load_CFLAGS = $(RIG_CFLAGS)
-benchmarks_rig_remote_load_LDADD = src/librig.la $(MPI_LIBS)
-benchmarks_rig_remote_load_LDFLAGS = $(RIG_LDFLAGS)
-EXTRA_benchmarks_rig_remote_load_DEPENDENCIES = \
+benchmarks_rig_remote_bench_CFLAGS = $(RIG_CFLAGS)
+benchmarks_rig_remote_bench_LDADD = src/librig.la $(MPI_LIBS)
+benchmarks_rig_remote_bench_LDFLAGS = $(RIG_LDFLAGS)
+EXTRA_benchmarks_rig_remote_bench_DEPENDENCIES = \
 	mpi_tests/remote/programs.stamp
 endif
 endif

@@ -1,9 +1,13 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* rig_remote_load: the controller's images and loads beside bare MPI and
+/* rig_remote_bench: the controller's images and loads beside bare MPI and
  * the same steps on one machine, in one run.
  *
  *   mpirun -np 4 --oversubscribe --mca osc ^ucx,pt2pt \
- *       benchmarks/rig_remote_load [-r ROUNDS] [-s MIB] [--programs DIR]
+ *       benchmarks/rig_remote_bench [-r ROUNDS] [-s MIB] [--programs DIR]
+ *
+ * (from the build directory, after `make check` or
+ * `make mpi_tests/remote/programs.stamp` laid out the test catalog;
+ * RIG_BENCH_VERBOSE=1 prints each round's small load by phase)
  *
  * Rank 0 is the controller, the other ranks its agents (native executor
  * only).  Each round, interleaved:
@@ -53,7 +57,7 @@ static double now_ms(void)
 
 static void die(const char *what, char *err)
 {
-    fprintf(stderr, "rig_remote_load: rank %d: %s: %s\n", rank, what,
+    fprintf(stderr, "rig_remote_bench: rank %d: %s: %s\n", rank, what,
             err != NULL ? err : "?");
     free(err);
     MPI_Abort(MPI_COMM_WORLD, 1);
@@ -114,7 +118,7 @@ int main(int argc, char **argv)
             root = argv[++i];
         } else {
             if (rank == 0) {
-                fprintf(stderr, "usage: rig_remote_load [-r ROUNDS] [-s MIB] "
+                fprintf(stderr, "usage: rig_remote_bench [-r ROUNDS] [-s MIB] "
                                 "[--programs DIR]\n");
             }
             MPI_Finalize();
@@ -123,7 +127,7 @@ int main(int argc, char **argv)
     }
     if (size < 2 || rounds < 1 || mib < 1) {
         if (rank == 0) {
-            fprintf(stderr, "rig_remote_load: needs 2 ranks or more, -r >= 1 "
+            fprintf(stderr, "rig_remote_bench: needs 2 ranks or more, -r >= 1 "
                             "and -s >= 1\n");
         }
         MPI_Finalize();
@@ -185,7 +189,7 @@ int main(int argc, char **argv)
             s_image[r] = info.receive_ms;
             s_total[r] = info.total_ms;
             double t0 = now_ms();
-            if (!rig_remote_load(rm, &tiny, NULL, 0, NULL, &p, &err)) {
+            if (!rig_remote_load(rm, &tiny, NULL, 0, &info, &p, &err)) {
                 die("loading rtiny", err);
             }
             double t1 = now_ms();
@@ -197,6 +201,12 @@ int main(int argc, char **argv)
                 die("unloading rtiny", err);
             }
             s_load[r] = t1 - t0;
+            if (getenv("RIG_BENCH_VERBOSE") != NULL) {
+                printf("round %d: tiny load %.3f ms: hash %.3f, send %.3f, "
+                       "agent receive %.3f, agent prepare %.3f\n",
+                       r, t1 - t0, info.hash_ms, info.send_ms, info.receive_ms,
+                       info.prepare_ms);
+            }
             s_launch[r] = t2 - t1;
             /* The same steps here alone. */
             mesh_payload copy;
@@ -268,7 +278,7 @@ int main(int argc, char **argv)
         double lprep = median(s_lprep, rounds);
         double lstart = median(s_lstart, rounds);
         double mb = (double)bytes / 1e6;
-        printf("# rig_remote_load: %d agents, %zu MiB image, %d rounds, "
+        printf("# rig_remote_bench: %d agents, %zu MiB image, %d rounds, "
                "medians\n",
                size - 1, mib, rounds);
         printf("%-34s%12s%14s\n", "# step", "ms", "MB/s");
