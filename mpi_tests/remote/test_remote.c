@@ -744,6 +744,25 @@ static void test_badinput(void)
     T_ERR(rig_remote_load(rm, &empty, NULL, 0, NULL, &p, &t_err),
           "invalid: ", "manifest.json", NULL);
     mesh_payload_free(&empty);
+    /* A payload made by hand past what an agent takes. */
+    mesh_payload huge;
+    T_OK(mesh_payload_read(root, "rsum", &huge, &t_err));
+    size_t keep_len = huge.files[1].len;
+    huge.files[1].len = (size_t)MESH_PAYLOAD_MAX_FILE_BYTES + 1;
+    T_ERR(rig_remote_load(rm, &huge, NULL, 0, NULL, &p, &t_err),
+          "limits: ", "more than", NULL);
+    huge.files[1].len = keep_len;
+    char *keep_name = huge.name;
+    huge.name = "../evil";
+    T_ERR(rig_remote_load(rm, &huge, NULL, 0, NULL, &p, &t_err),
+          "invalid: ", "src->name", NULL);
+    huge.name = keep_name;
+    char *keep_path = huge.files[1].path;
+    huge.files[1].path = "";
+    T_ERR(rig_remote_load(rm, &huge, NULL, 0, NULL, &p, &t_err),
+          "invalid: ", "src->files[1]", NULL);
+    huge.files[1].path = keep_path;
+    mesh_payload_free(&huge);
     mesh_payload bad;
     T_OK(mesh_payload_init(&bad, "bad", &t_err));
     T_OK(mesh_payload_add(&bad, "manifest.json", "{\"name\":", 8, &t_err));

@@ -430,7 +430,7 @@ static bool load_body(rm_rd *r, char **name, file_desc **files, uint32_t *n)
         return false;
     }
     for (uint32_t i = 0; i < *n; i++) {
-        (*files)[i].path = rm_rd_str(r, 4096);
+        (*files)[i].path = rm_rd_str(r, RM_PATH_MAX);
         (*files)[i].len = rm_rd_u64(r);
         if (r->bad || (*files)[i].len > MESH_PAYLOAD_MAX_FILE_BYTES) {
             return false;

@@ -584,16 +584,31 @@ bool rig_remote_load(rig_remote *rm, const mesh_payload *src, const int *ranks,
         return rig_err(err, "invalid: src is no payload: it needs a name and "
                             "manifest.json as its first file");
     }
-    for (size_t i = 0; i < src->nfiles; i++) {
-        if (src->files[i].path == NULL ||
-            (src->files[i].data == NULL && src->files[i].len > 0)) {
-            return rig_err(err, "invalid: src->files[%zu] has no %s", i,
-                           src->files[i].path == NULL ? "path" : "bytes");
-        }
+    /* What an agent takes (mesh/loader.h's limits), checked here: an
+     * agent that cannot take an image's bytes can only fail the job. */
+    if (!mesh_manifest_name_ok(src->name)) {
+        return rig_err(err, "invalid: src->name \"%s\" is no program name",
+                       src->name);
     }
     if (src->nfiles > MESH_PAYLOAD_MAX_FILES) {
         return rig_err(err, "limits: program %s has %zu files, more than %u",
                        src->name, src->nfiles, MESH_PAYLOAD_MAX_FILES);
+    }
+    for (size_t i = 0; i < src->nfiles; i++) {
+        const mesh_payload_file *f = &src->files[i];
+        if (f->path == NULL || f->path[0] == '\0' ||
+            strlen(f->path) > RM_PATH_MAX || (f->data == NULL && f->len > 0)) {
+            return rig_err(err, "invalid: src->files[%zu] has no %s", i,
+                           f->data == NULL && f->len > 0 ? "bytes"
+                                                         : "usable path");
+        }
+        if (f->len > MESH_PAYLOAD_MAX_FILE_BYTES) {
+            return rig_err(err,
+                           "limits: program %s: %s has %zu bytes, more than "
+                           "%u",
+                           src->name, f->path, f->len,
+                           MESH_PAYLOAD_MAX_FILE_BYTES);
+        }
     }
     uint64_t t0 = rig_now_ns();
     mesh_manifest m;

@@ -55,6 +55,8 @@ enum {
  * a broadcast, so that loading a small program costs one round trip. */
 enum { RM_IMAGE_BCAST = 1, RM_IMAGE_P2P = 2, RM_IMAGE_INLINE = 3 };
 #define RM_INLINE_BYTES (64u * 1024u)
+/* The longest file path of an image. */
+#define RM_PATH_MAX 4096u
 
 /* A command.  LOAD's body: the program's name, the file count, then each
  * file's path and length; the files' bytes follow as the image (in the
