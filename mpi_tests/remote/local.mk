@@ -12,6 +12,7 @@ REMOTE_TEST_FILES = \
 	mpi_tests/remote/cycles_np3.mpi \
 	mpi_tests/remote/kill_load_np3.mpi \
 	mpi_tests/remote/kill_run_np3.mpi \
+	mpi_tests/remote/kill_controller_np3.mpi \
 	mpi_tests/remote/badinput_np2.mpi \
 	mpi_tests/remote/badinput_np3.mpi \
 	mpi_tests/remote/mpmd_np3.mpi \

@@ -21,6 +21,9 @@
  *   --kill-run     (3 ranks, --enable-recovery) agent 2 is killed while its
  *                  program runs: rig_remote_wait and agent 1's serve
  *                  return "failed:" within 2 s; no node is left running
+ *   --kill-controller  (3 ranks, --enable-recovery) the controller dies
+ *                  while programs run: every agent's serve returns
+ *                  "failed:" within 2 s and its nodes end
  *   --badinput     every function of rig/remote.h with bad arguments
  *   --mpmd         the controller alone (np 1 of an MPMD launch whose
  *                  other ranks run rig_agent)
@@ -686,6 +689,45 @@ static void test_kill_run(void)
     T_ERR(rig_remote_unload(rm, p, &t_err), "failed: ", "", NULL);
 }
 
+/* The controller dies while programs run on every agent: each agent's
+ * serve returns "failed:" within 2 s and its nodes end (mpitest.sh fails
+ * the test on a process left behind).  The controller's clock of the kill
+ * reaches the agents in a message sent just before it. */
+#define KILL_TIME_TAG 77
+
+static void test_kill_controller(void)
+{
+    int64_t p = 0;
+    T_OK(rig_remote_load_catalog(rm, root, "rspin", NULL, 0, &p, &t_err));
+    T_OK(rig_remote_launch(rm, p, 2, &t_err));
+    nap_ms(100);
+    uint64_t t = now_ns();
+    for (int r = 1; r < size; r++) {
+        MPI_Send(&t, 1, MPI_UINT64_T, r, KILL_TIME_TAG, MPI_COMM_WORLD);
+    }
+    fflush(stdout);
+    raise(SIGKILL);
+}
+
+/* An agent after its serve returned: when the controller died. */
+static uint64_t kill_time(void)
+{
+    uint64_t t = 0;
+    MPI_Request req;
+    MPI_Irecv(&t, 1, MPI_UINT64_T, 0, KILL_TIME_TAG, MPI_COMM_WORLD, &req);
+    int flag = 0;
+    for (int i = 0; i < 5000 && !flag; i++) {
+        MPI_Test(&req, &flag, MPI_STATUS_IGNORE);
+        if (!flag) {
+            nap_ms(1);
+        }
+    }
+    if (!flag) {
+        T_FAIL("no kill time from the controller");
+    }
+    return t;
+}
+
 /* ---- bad input ----------------------------------------------------------- */
 
 static void test_badinput_everyone(void)
@@ -996,8 +1038,9 @@ int main(int argc, char **argv)
     me = t_rank;
     setvbuf(stdout, NULL, _IOLBF, 0);
     const char *mode = argc > 1 ? argv[1] : "--basic";
-    bool kills =
-        strcmp(mode, "--kill-load") == 0 || strcmp(mode, "--kill-run") == 0;
+    bool kills = strcmp(mode, "--kill-load") == 0 ||
+                 strcmp(mode, "--kill-run") == 0 ||
+                 strcmp(mode, "--kill-controller") == 0;
     if (strcmp(mode, "--threads") == 0 && provided < MPI_THREAD_SERIALIZED) {
         if (me == 0) {
             printf("SKIP: MPI provides thread level %d, below "
@@ -1050,7 +1093,17 @@ int main(int argc, char **argv)
             if (ok || msg == NULL || strncmp(msg, "failed: ", 8) != 0) {
                 T_FAIL("serve: %s", ok ? "returned true" : msg);
             }
+            uint64_t t_ret = now_ns();
             printf("rank %d: serve: %s\n", me, msg);
+            if (strcmp(mode, "--kill-controller") == 0) {
+                T_ASSERT(strstr(msg, "rank 0") != NULL);
+                uint64_t t_kill = kill_time();
+                double ms = (double)(t_ret - t_kill) / 1e6;
+                printf("rank %d: serve returned %.1f ms after the "
+                       "controller's kill (bound 2000 ms)\n",
+                       me, ms);
+                T_ASSERT(t_ret >= t_kill && ms < 2000.0);
+            }
         } else if (!ok) {
             T_FAIL("serve: %s", msg != NULL ? msg : "?");
         }
@@ -1078,6 +1131,8 @@ int main(int argc, char **argv)
         test_kill_load();
     } else if (strcmp(mode, "--kill-run") == 0) {
         test_kill_run();
+    } else if (strcmp(mode, "--kill-controller") == 0) {
+        test_kill_controller();
     } else if (strcmp(mode, "--badinput") == 0) {
         test_badinput();
     } else if (strcmp(mode, "--mpmd") == 0) {
