@@ -30,8 +30,10 @@
  * and hashes the payload once, sends it only to those agents -- with
  * MPI_Ibcast when every agent loads it, with point-to-point sends from
  * rank 0 otherwise (MPI 3 has no way to make a communicator of a subset
- * that a member's death cannot block) -- in chunks of at most
- * RIG_REMOTE_CHUNK_BYTES, and each agent prepares it with the controller's
+ * that a member's death cannot block), file by file in chunks of at most
+ * RIG_REMOTE_CHUNK_BYTES; an image of at most 64 KiB rides in the load
+ * command itself, so that a small program loads in one round trip --
+ * and each agent prepares it with the controller's
  * hash as the expected one (a changed byte is refused with "hash: "),
  * picks the first executor of the manifest's `backends` it runs and
  * compiles the image there (the spec's F_LOAD).  A load is all or
@@ -72,10 +74,13 @@
  * Threads and MPI.  rig_remote_open and rig_remote_close are collective
  * over the job's ranks.  The controller's calls may come from any thread:
  * they take the layer's lock for their messages, so that only one of them
- * talks to the agents at a time; if other threads of the process call MPI
- * meanwhile (rig_job_rail included), MPI must provide
- * MPI_THREAD_MULTIPLE.  The records and rig_remote_machine may be read from
- * any thread; a host's threads() takes a short lock of its own.
+ * talks to the agents at a time (from several threads MPI must provide
+ * MPI_THREAD_SERIALIZED; if other threads of the process call MPI
+ * meanwhile, rig_job_rail included, MPI_THREAD_MULTIPLE).  The records
+ * and rig_remote_machine may be read from any thread; a host's threads()
+ * takes a short lock of its own.  The controller must close the layer
+ * before the job: rig_job_close waits for every rank, and an agent serves
+ * until the controller's rig_remote_close.
  *
  * Settings (environment; each wins over the option beside it):
  *   RIG_REMOTE_EXECUTORS    the executors an agent offers, a comma list of
