@@ -7,7 +7,9 @@
  *
  * (from the build directory, after `make check` or
  * `make mpi_tests/remote/programs.stamp` laid out the test catalog;
- * RIG_BENCH_VERBOSE=1 prints each round's small load by phase)
+ * RIG_BENCH_VERBOSE=1 prints each round's small load by phase; on a
+ * loaded machine give the agents' nodes time with
+ * -x RIG_MESH_ONLINE_TIMEOUT_MS=20000)
  *
  * Rank 0 is the controller, the other ranks its agents (native executor
  * only).  Each round, interleaved:
@@ -148,7 +150,9 @@ int main(int argc, char **argv)
         if (!mesh_payload_read(root, "rtiny", &tiny, &err)) {
             die("reading rtiny", err);
         }
-        if (!mesh_backend_open(MESH_BACKEND_NATIVE, NULL, &b, &err) ||
+        /* A loaded machine must not abort the run: 20 s to be online. */
+        mesh_backend_options bo = {.online_timeout_ms = 20000};
+        if (!mesh_backend_open(MESH_BACKEND_NATIVE, &bo, &b, &err) ||
             !mesh_driver_open(b, &d, &err)) {
             die("opening the native executor", err);
         }
