@@ -192,6 +192,12 @@ int main(int argc, char **argv)
             }
             s_image[r] = info.receive_ms;
             s_total[r] = info.total_ms;
+            if (getenv("RIG_BENCH_VERBOSE") != NULL) {
+                printf("round %d: image: agent receive %.3f ms, controller "
+                       "send %.3f ms, agent prepare %.3f ms, total %.3f ms\n",
+                       r, info.receive_ms, info.send_ms, info.prepare_ms,
+                       info.total_ms);
+            }
             double t0 = now_ms();
             if (!rig_remote_load(rm, &tiny, NULL, 0, &info, &p, &err)) {
                 die("loading rtiny", err);

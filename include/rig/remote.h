@@ -28,9 +28,10 @@
  * Programs.  The controller loads a program of a catalog (the manifest and
  * payload format of mesh/loader.h) onto a set of agent machines: it reads
  * and hashes the payload once, sends it only to those agents -- with
- * MPI_Ibcast when every agent loads it, with point-to-point sends from
- * rank 0 otherwise (MPI 3 has no way to make a communicator of a subset
- * that a member's death cannot block), file by file in chunks of at most
+ * MPI_Ibcast when every agent (two or more) loads it, with point-to-point
+ * sends from rank 0 otherwise (MPI 3 has no way to make a communicator of
+ * a subset that a member's death cannot block), file by file in chunks of
+ * at most
  * RIG_REMOTE_CHUNK_BYTES; an image of at most 64 KiB rides in the load
  * command itself, so that a small program loads in one round trip --
  * and each agent prepares it with the controller's

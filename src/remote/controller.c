@@ -642,7 +642,9 @@ bool rig_remote_load(rig_remote *rm, const mesh_payload *src, const int *ranks,
     }
     rm_buf msg = {0};
     rm_cmd c = cmd_new(rm, RM_OP_LOAD, id);
-    bool all = n == (size_t)rm->size - 1;
+    /* One machine takes its image by a send: one copy, where Open MPI's
+     * MPI_Ibcast (libnbc) cuts the message in segments. */
+    bool all = n == (size_t)rm->size - 1 && n > 1;
     bool in = bytes <= RM_INLINE_BYTES;
     c.hash = hash;
     c.image = in ? RM_IMAGE_INLINE : all ? RM_IMAGE_BCAST : RM_IMAGE_P2P;
