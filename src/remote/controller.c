@@ -642,8 +642,7 @@ bool rig_remote_load(rig_remote *rm, const mesh_payload *src, const int *ranks,
     }
     rm_buf msg = {0};
     rm_cmd c = cmd_new(rm, RM_OP_LOAD, id);
-    /* One machine takes its image by a send: one copy, where Open MPI's
-     * MPI_Ibcast (libnbc) cuts the message in segments. */
+    /* A broadcast to one machine is a send: it takes the plain form. */
     bool all = n == (size_t)rm->size - 1 && n > 1;
     bool in = bytes <= RM_INLINE_BYTES;
     c.hash = hash;
