@@ -58,3 +58,21 @@ benchmarks_rig_osu_ready_LDFLAGS = $(RIG_LDFLAGS)
 endif
 dist_noinst_SCRIPTS += benchmarks/run.sh
 EXTRA_DIST += benchmarks/README.md
+
+# The controller (rig/remote.h): images and loads beside bare MPI and the
+# same steps on one machine.  Uses the test catalog of mpi_tests/remote.
+if RIG_RAILS
+if RIG_HAVE_JANSSON
+if RIG_HAVE_XXHASH
+noinst_PROGRAMS += benchmarks/rig_remote_bench
+benchmarks_rig_remote_bench_SOURCES = benchmarks/remote_bench.c
+benchmarks_rig_remote_bench_CPPFLAGS = $(RIG_ABI_CPPFLAGS) $(MPI_CFLAGS) \
+	-DREMOTE_PROGRAMS='"$(abs_top_builddir)/mpi_tests/remote/programs"'
+benchmarks_rig_remote_bench_CFLAGS = $(RIG_CFLAGS)
+benchmarks_rig_remote_bench_LDADD = src/librig.la $(MPI_LIBS)
+benchmarks_rig_remote_bench_LDFLAGS = $(RIG_LDFLAGS)
+EXTRA_benchmarks_rig_remote_bench_DEPENDENCIES = \
+	mpi_tests/remote/programs.stamp
+endif
+endif
+endif

@@ -192,6 +192,12 @@ RIG_API void rig_job_fail(rig_job *job, const char *why);
 /* Whether the job failed (here, or told by a peer). */
 RIG_API bool rig_job_failed(const rig_job *job);
 
+/* Why the job failed: the first reason this rank learned ("failed: rank 1
+ * died (pid 21252, seen by rank 0)"), malloc'd (the caller frees it), or
+ * NULL when it has not failed, for NULL, or when out of memory.  Any
+ * thread. */
+RIG_API char *rig_job_failure(const rig_job *job);
+
 /* Closes the job: stops every transfer of every rail (ends stay readable
  * and ready only advances the count), stops the progress thread, frees the
  * window and the ends no one holds; an end still held (a rail or an end

@@ -38,6 +38,13 @@ static const rig_setting settings[] = {
     {"RIG_WASM_RT_DIR", "/usr/src/wasm2c", "wasm2c's runtime headers"},
     {"RIG_WASM_HALT_SIGNAL", "SIGRTMAX-4",
      "real-time signal that interrupts a wasm lane to halt it"},
+    /* the controller (rig/remote.h) */
+    {"RIG_REMOTE_EXECUTORS", "all that open",
+     "executors an agent offers: a list of native, wasm, cuda"},
+    {"RIG_REMOTE_CHUNK_BYTES", "1073741824",
+     "the most bytes of an image in one MPI call"},
+    {"RIG_REMOTE_TEST_CORRUPT", "none",
+     "tests only: agent ranks that corrupt every image they get"},
 };
 
 const rig_setting *rig_settings(size_t *n)

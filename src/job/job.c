@@ -961,6 +961,16 @@ bool rig_job_failed(const rig_job *job)
     return job != NULL && rig_ucx_failed(job->ucx) != NULL;
 }
 
+char *rig_job_failure(const rig_job *job)
+{
+    if (job == NULL) {
+        return NULL;
+    }
+    const char *why =
+        job->mpi != NULL ? rig_mpi_failed(job->mpi) : rig_ucx_failed(job->ucx);
+    return why != NULL ? strdup(why) : NULL;
+}
+
 static int ucx_gone(void *arg)
 {
     return rig_ucx_gone(((rig_job *)arg)->ucx);

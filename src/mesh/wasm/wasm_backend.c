@@ -374,6 +374,13 @@ static void b_destroy(mesh_backend *b)
     free(b);
 }
 
+/* RIG_MESH_ONLINE_TIMEOUT_MS (mesh/executors.h), as the native backend. */
+static uint32_t b_online_timeout_ms(const mesh_backend *b)
+{
+    const wasm_backend *wb = b->self;
+    return wb->set.online_timeout_ms;
+}
+
 static const mesh_backend_ops backend_ops = {
     .caps = b_caps,
     .isolated = b_true,
@@ -394,7 +401,7 @@ static const mesh_backend_ops backend_ops = {
     .owns_halt = b_true,
     .reads_live = NULL,
     .sample = NULL,
-    .online_timeout_ms = NULL,
+    .online_timeout_ms = b_online_timeout_ms,
     .destroy = b_destroy,
 };
 

@@ -1,0 +1,336 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* rig_remote_bench: the controller's images and loads beside bare MPI and
+ * the same steps on one machine, in one run.
+ *
+ *   mpirun -np 4 --oversubscribe --mca osc ^ucx,pt2pt \
+ *       benchmarks/rig_remote_bench [-r ROUNDS] [-s MIB] [--programs DIR]
+ *
+ * (from the build directory, after `make check` or
+ * `make mpi_tests/remote/programs.stamp` laid out the test catalog;
+ * RIG_BENCH_VERBOSE=1 prints each round's small load by phase; on a
+ * loaded machine give the agents' nodes time with
+ * -x RIG_MESH_ONLINE_TIMEOUT_MS=20000)
+ *
+ * Rank 0 is the controller, the other ranks its agents (native executor
+ * only).  Each round, interleaved:
+ *   image   rig_remote_load of a payload of -s MiB (default 64: the small
+ *           program rtiny plus a data file) onto every agent; its time is
+ *           the slowest agent's, from its load command to its last image
+ *           byte (rig_remote_load_info.receive_ms);
+ *   bcast   a bare MPI_Bcast of the same bytes from rank 0 to every rank,
+ *           timed on each rank from a barrier, the slowest kept: into a
+ *           buffer used before, and into fresh memory (as an agent takes
+ *           an image, whose pages the broadcast touches first);
+ *   load, launch
+ *           rig_remote_load of rtiny (one native node that goes online
+ *           and waits for the halt) onto every agent, then
+ *           rig_remote_launch until every node on every agent is online;
+ *   local   the same two steps on rank 0's own machine alone:
+ *           mesh_driver_prepare, then mesh_driver_start;
+ *   rt      a round trip of MPI_Bcast and MPI_Gather of 64 B (rank 0).
+ * It prints the median of each over the rounds, the image bandwidth ratio
+ * (target: image >= 0.9 x bcast) and whether each remote step costs at
+ * most the local one plus 2 round trips.  With more agents than cores the
+ * agents' own steps share the cores (on a cluster each has its machine):
+ * run with -np 2 too.  Machines are loaded when others share them: re-run
+ * on a quiet one for the record. */
+#include <mesh/driver.h>
+#include <mesh/executors.h>
+#include <rig/remote.h>
+
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#ifndef REMOTE_PROGRAMS
+#define REMOTE_PROGRAMS "mpi_tests/remote/programs"
+#endif
+
+static int rank, size;
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+static void die(const char *what, char *err)
+{
+    fprintf(stderr, "rig_remote_bench: rank %d: %s: %s\n", rank, what,
+            err != NULL ? err : "?");
+    free(err);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+    exit(1);
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof(*v), cmp_double);
+    return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+/* rtiny's payload with a data file that makes it `bytes` long. */
+static void big_payload(const char *root, size_t bytes, mesh_payload *out)
+{
+    char *err = NULL;
+    if (!mesh_payload_read(root, "rtiny", out, &err)) {
+        die("reading rtiny", err);
+    }
+    size_t have = 0;
+    for (size_t i = 0; i < out->nfiles; i++) {
+        have += out->files[i].len;
+    }
+    size_t fill = bytes > have ? bytes - have : 1;
+    uint8_t *blob = malloc(fill);
+    if (blob == NULL) {
+        die("allocating the image", NULL);
+    }
+    for (size_t i = 0; i < fill; i++) {
+        blob[i] = (uint8_t)(i * 131u + 7u);
+    }
+    if (!mesh_payload_add(out, "data/image", blob, fill, &err)) {
+        die("making the image", err);
+    }
+    free(blob);
+}
+
+int main(int argc, char **argv)
+{
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    int rounds = 10;
+    size_t mib = 64;
+    const char *root = REMOTE_PROGRAMS;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "-r") == 0 && i + 1 < argc) {
+            rounds = atoi(argv[++i]);
+        } else if (strcmp(argv[i], "-s") == 0 && i + 1 < argc) {
+            mib = (size_t)atol(argv[++i]);
+        } else if (strcmp(argv[i], "--programs") == 0 && i + 1 < argc) {
+            root = argv[++i];
+        } else {
+            if (rank == 0) {
+                fprintf(stderr, "usage: rig_remote_bench [-r ROUNDS] [-s MIB] "
+                                "[--programs DIR]\n");
+            }
+            MPI_Finalize();
+            return 2;
+        }
+    }
+    if (size < 2 || rounds < 1 || mib < 1) {
+        if (rank == 0) {
+            fprintf(stderr, "rig_remote_bench: needs 2 ranks or more, -r >= 1 "
+                            "and -s >= 1\n");
+        }
+        MPI_Finalize();
+        return 2;
+    }
+    size_t bytes = mib << 20;
+    char *err = NULL;
+    rig_job *job = NULL;
+    if (!rig_job_open(MPI_COMM_WORLD, NULL, &job, &err)) {
+        die("rig_job_open", err);
+    }
+    /* Rank 0: the image, rtiny, and its own native executor. */
+    mesh_payload image = {0}, tiny = {0};
+    mesh_backend *b = NULL;
+    mesh_driver *d = NULL;
+    if (rank == 0) {
+        big_payload(root, bytes, &image);
+        if (!mesh_payload_read(root, "rtiny", &tiny, &err)) {
+            die("reading rtiny", err);
+        }
+        /* A loaded machine must not abort the run: 20 s to be online. */
+        mesh_backend_options bo = {.online_timeout_ms = 20000};
+        if (!mesh_backend_open(MESH_BACKEND_NATIVE, &bo, &b, &err) ||
+            !mesh_driver_open(b, &d, &err)) {
+            die("opening the native executor", err);
+        }
+    }
+    uint8_t *buf = malloc(bytes);
+    if (buf == NULL) {
+        die("allocating the broadcast buffer", NULL);
+    }
+    memset(buf, rank, bytes);
+    double *s_image = calloc((size_t)rounds, sizeof(double));
+    double *s_bcast = calloc((size_t)rounds, sizeof(double));
+    double *s_fresh = calloc((size_t)rounds, sizeof(double));
+    double *s_load = calloc((size_t)rounds, sizeof(double));
+    double *s_launch = calloc((size_t)rounds, sizeof(double));
+    double *s_lprep = calloc((size_t)rounds, sizeof(double));
+    double *s_lstart = calloc((size_t)rounds, sizeof(double));
+    double *s_rt = calloc((size_t)rounds, sizeof(double));
+    double *s_total = calloc((size_t)rounds, sizeof(double));
+    rig_remote_options opt;
+    rig_remote_options_init(&opt);
+    opt.executors = 1u << MESH_BACKEND_NATIVE;
+    for (int r = 0; r < rounds; r++) {
+        rig_remote *rm = NULL;
+        if (!rig_remote_open(job, MPI_COMM_WORLD, &opt, &rm, &err)) {
+            die("rig_remote_open", err);
+        }
+        if (rank != 0) {
+            if (!rig_remote_serve(rm, &err)) {
+                die("rig_remote_serve", err);
+            }
+        } else {
+            rig_remote_load_info info;
+            int64_t p = 0;
+            if (!rig_remote_load(rm, &image, NULL, 0, &info, &p, &err) ||
+                !rig_remote_unload(rm, p, &err)) {
+                die("loading the image", err);
+            }
+            s_image[r] = info.receive_ms;
+            s_total[r] = info.total_ms;
+            if (getenv("RIG_BENCH_VERBOSE") != NULL) {
+                printf("round %d: image: agent receive %.3f ms, controller "
+                       "send %.3f ms, agent prepare %.3f ms, total %.3f ms\n",
+                       r, info.receive_ms, info.send_ms, info.prepare_ms,
+                       info.total_ms);
+            }
+            double t0 = now_ms();
+            if (!rig_remote_load(rm, &tiny, NULL, 0, &info, &p, &err)) {
+                die("loading rtiny", err);
+            }
+            double t1 = now_ms();
+            if (!rig_remote_launch(rm, p, 1, &err)) {
+                die("launching rtiny", err);
+            }
+            double t2 = now_ms();
+            if (!rig_remote_unload(rm, p, &err)) {
+                die("unloading rtiny", err);
+            }
+            s_load[r] = t1 - t0;
+            if (getenv("RIG_BENCH_VERBOSE") != NULL) {
+                printf("round %d: tiny load %.3f ms: hash %.3f, send %.3f, "
+                       "agent receive %.3f, agent prepare %.3f\n",
+                       r, t1 - t0, info.hash_ms, info.send_ms, info.receive_ms,
+                       info.prepare_ms);
+            }
+            s_launch[r] = t2 - t1;
+            /* The same steps here alone. */
+            mesh_payload copy;
+            mesh_prepared prep;
+            uint32_t slot = 0;
+            if (!mesh_payload_copy(&copy, &tiny, &err)) {
+                die("copying rtiny", err);
+            }
+            double l0 = now_ms();
+            if (!mesh_driver_prepare(d, &copy, NULL, NULL, &prep, &err)) {
+                die("mesh_driver_prepare", err);
+            }
+            double l1 = now_ms();
+            if (!mesh_driver_start(d, &prep, 1, &slot, &err)) {
+                die("mesh_driver_start", err);
+            }
+            double l2 = now_ms();
+            if (!mesh_driver_stop(d, slot, &err)) {
+                die("mesh_driver_stop", err);
+            }
+            s_lprep[r] = l1 - l0;
+            s_lstart[r] = l2 - l1;
+        }
+        rig_remote_close(rm);
+        /* The bare broadcast of the same bytes, and a small round trip. */
+        MPI_Barrier(MPI_COMM_WORLD);
+        double t0 = now_ms();
+        MPI_Bcast(buf, (int)bytes, MPI_BYTE, 0, MPI_COMM_WORLD);
+        double mine = now_ms() - t0, slowest = 0;
+        MPI_Reduce(&mine, &slowest, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+        s_bcast[r] = slowest;
+        /* The same into fresh memory, as an agent takes an image: its
+         * pages are touched for the first time by the broadcast. */
+        uint8_t *fresh = malloc(bytes);
+        if (fresh == NULL) {
+            die("allocating a fresh buffer", NULL);
+        }
+        if (rank == 0) {
+            memcpy(fresh, buf, bytes);
+        }
+        MPI_Barrier(MPI_COMM_WORLD);
+        t0 = now_ms();
+        MPI_Bcast(fresh, (int)bytes, MPI_BYTE, 0, MPI_COMM_WORLD);
+        mine = now_ms() - t0;
+        MPI_Reduce(&mine, &slowest, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+        s_fresh[r] = slowest;
+        free(fresh);
+        double rts[16];
+        for (int k = 0; k < 16; k++) {
+            char small[64] = {0}, *all = NULL;
+            if (rank == 0) {
+                all = malloc((size_t)size * sizeof(small));
+            }
+            MPI_Barrier(MPI_COMM_WORLD);
+            double u0 = now_ms();
+            MPI_Bcast(small, (int)sizeof(small), MPI_BYTE, 0, MPI_COMM_WORLD);
+            MPI_Gather(small, (int)sizeof(small), MPI_BYTE, all,
+                       (int)sizeof(small), MPI_BYTE, 0, MPI_COMM_WORLD);
+            rts[k] = now_ms() - u0;
+            free(all);
+        }
+        s_rt[r] = median(rts, 16);
+    }
+    if (rank == 0) {
+        double image_ms = median(s_image, rounds);
+        double bcast_ms = median(s_bcast, rounds);
+        double rt = median(s_rt, rounds);
+        double load = median(s_load, rounds), launch = median(s_launch, rounds);
+        double lprep = median(s_lprep, rounds);
+        double lstart = median(s_lstart, rounds);
+        double mb = (double)bytes / 1e6;
+        printf("# rig_remote_bench: %d agents, %zu MiB image, %d rounds, "
+               "medians\n",
+               size - 1, mib, rounds);
+        printf("%-34s%12s%14s\n", "# step", "ms", "MB/s");
+        printf("%-34s%12.2f%14.1f\n", "image to every agent (remote)", image_ms,
+               mb / (image_ms / 1e3));
+        printf("%-34s%12.2f%14.1f\n", "MPI_Bcast of the same bytes", bcast_ms,
+               mb / (bcast_ms / 1e3));
+        double fresh_ms = median(s_fresh, rounds);
+        printf("%-34s%12.2f%14.1f\n", "MPI_Bcast into fresh memory", fresh_ms,
+               mb / (fresh_ms / 1e3));
+        printf("%-34s%12.2f\n", "whole rig_remote_load of the image",
+               median(s_total, rounds));
+        printf("%-34s%12.3f\n", "MPI_Bcast+MPI_Gather 64 B (rt)", rt);
+        printf("%-34s%12.3f\n", "load rtiny, every agent", load);
+        printf("%-34s%12.3f\n", "load rtiny, here alone", lprep);
+        printf("%-34s%12.3f\n", "launch -> all online, every agent", launch);
+        printf("%-34s%12.3f\n", "launch -> all online, here alone", lstart);
+        double ratio = bcast_ms / image_ms;
+        printf("image bandwidth / MPI_Bcast's: %.2f (target >= 0.90: %s)\n",
+               ratio, ratio >= 0.9 ? "met" : "missed");
+        printf("image bandwidth / MPI_Bcast's into fresh memory: %.2f\n",
+               fresh_ms / image_ms);
+        printf("load: %.3f ms vs local + 2 rt = %.3f ms (%s)\n", load,
+               lprep + 2 * rt, load <= lprep + 2 * rt ? "met" : "missed");
+        printf("launch: %.3f ms vs local + 2 rt = %.3f ms (%s)\n", launch,
+               lstart + 2 * rt, launch <= lstart + 2 * rt ? "met" : "missed");
+        mesh_driver_close(d);
+        mesh_backend_destroy(b);
+        mesh_payload_free(&image);
+        mesh_payload_free(&tiny);
+    }
+    free(s_image);
+    free(s_bcast);
+    free(s_fresh);
+    free(s_load);
+    free(s_launch);
+    free(s_lprep);
+    free(s_lstart);
+    free(s_rt);
+    free(s_total);
+    free(buf);
+    rig_job_close(job);
+    MPI_Finalize();
+    return 0;
+}

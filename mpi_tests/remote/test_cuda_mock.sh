@@ -1,0 +1,30 @@
+#!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
+# The controller with CUDA agents, under the stand-in driver
+# (tests/cuda/mock_cuda.c, found first as libcuda.so.1): every machine has
+# a Device proxy, and the counter example is compiled (nvJitLink) and runs
+# on every agent.  Skips (77) where the stand-in or nvJitLink is missing.
+set -u
+b=${top_builddir:-.}
+. "${top_srcdir:-.}/tests/cuda/mock_env.sh"
+: "${MPIRUN:=mpirun}"
+if [ -n "${ASAN_OPTIONS:-}" ]; then
+    ASAN_OPTIONS="$ASAN_OPTIONS:fast_unwind_on_malloc=0"
+    export ASAN_OPTIONS
+fi
+out=`timeout -k 10 120 "$MPIRUN" --oversubscribe --allow-run-as-root -np 3 \
+    --mca osc '^ucx,pt2pt' -x LD_LIBRARY_PATH \
+    "$b/mpi_tests/remote/test_remote" --cuda "${top_srcdir:-.}/examples/cuda" \
+    2>&1`
+rc=$?
+echo "$out"
+case "$out" in
+*"SKIP: "*)
+    echo "$out" | grep -q '^FAIL' && exit 1
+    exit 77 ;;
+esac
+test $rc -eq 0 || { echo "FAIL: exit status $rc"; exit 1; }
+echo "$out" | grep -q '^FAIL' && exit 1
+test `echo "$out" | grep -c 'PASS --cuda'` -eq 3 ||
+    { echo "FAIL: not every rank passed"; exit 1; }
+echo "PASS"

@@ -1,0 +1,1214 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* The controller: programs onto machines, their launches, and the crash
+ * reports agents send.
+ *
+ * A call talks to the agents of its program's machines in one round: the
+ * command to each (MPI_Isend), for a load the image (MPI_Ibcast when every
+ * agent loads, else point-to-point), then every reply (MPI_Improbe per
+ * agent, in any order).  All of it is tested in loops that watch the job,
+ * under rm->lock, so one call at a time talks to the agents.  A step that
+ * some machines did and others refused is undone on the ones that did it
+ * (all or nothing), and the error names every refusing machine, keeping
+ * the first refusal's reason word in front. */
+#include "remote_internal.h"
+
+#include "util_internal.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* One agent's reply, parsed. */
+typedef struct {
+    int rank;
+    rm_reply h;
+    int32_t *threads;
+    char *msg;    /* the message as text */
+    uint8_t *raw; /* and as bytes (h.msg_len) */
+} got;
+
+static void got_free(got *g, size_t n)
+{
+    if (g == NULL) {
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        free(g[i].threads);
+        free(g[i].msg);
+        free(g[i].raw);
+    }
+    free(g);
+}
+
+static const char *name_of(const rig_remote *rm, int rank)
+{
+    return rm->machines[rank].name;
+}
+
+static bool is_controller(const rig_remote *rm, const char *fn, char **err)
+{
+    if (rm == NULL) {
+        return rig_err(err, "invalid: %s: rm is NULL", fn);
+    }
+    if (rm->rank != 0) {
+        return rig_err(err,
+                       "invalid: %s is the controller's (rank 0); this is "
+                       "rank %d, an agent",
+                       fn, rm->rank);
+    }
+    return true;
+}
+
+static rm_program *prog_find(rig_remote *rm, int64_t id)
+{
+    for (rm_program *p = rm->programs; p != NULL; p = p->next) {
+        if (p->id == id) {
+            return p;
+        }
+    }
+    return NULL;
+}
+
+static void program_free(rm_program *p)
+{
+    if (p == NULL) {
+        return;
+    }
+    for (size_t i = 0; i < p->nplaces; i++) {
+        free(p->places[i].crash);
+    }
+    free(p->places);
+    free(p->name);
+    free(p);
+}
+
+void rm_programs_free(rig_remote *rm)
+{
+    while (rm->programs != NULL) {
+        rm_program *p = rm->programs;
+        rm->programs = p->next;
+        program_free(p);
+    }
+}
+
+static void program_forget(rig_remote *rm, rm_program *gone)
+{
+    pthread_mutex_lock(&rm->table_lock);
+    for (rm_program **p = &rm->programs; *p != NULL; p = &(*p)->next) {
+        if (*p == gone) {
+            *p = gone->next;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&rm->table_lock);
+    for (size_t i = 0; i < gone->nplaces; i++) {
+        rm_threads_set(rm, gone->places[i].rank, gone->id, NULL, 0);
+    }
+    program_free(gone);
+}
+
+/* ---- crash reports ------------------------------------------------------- */
+
+/* Records report why of program on rank's machine: the first one of a
+ * launch is logged and queued for rig_remote_event.  Caller holds
+ * table_lock. */
+static void crash_record(rig_remote *rm, int rank, int64_t program,
+                         uint64_t launch, const char *why)
+{
+    rm_program *p = prog_find(rm, program);
+    rm_place *pl = NULL;
+    for (size_t i = 0; p != NULL && i < p->nplaces; i++) {
+        if (p->places[i].rank == rank) {
+            pl = &p->places[i];
+        }
+    }
+    if (pl == NULL || pl->crash != NULL || !pl->launched ||
+        pl->launch != launch) {
+        return; /* reported already, or of a launch that is over */
+    }
+    pl->crash = strdup(why);
+    char *ev = strdup(why);
+    if (pl->crash == NULL || ev == NULL) {
+        free(ev);
+        return;
+    }
+    rig_log(RIG_LOG_WARN, "controller: %s", why);
+    if (rm->nevents == rm->events_cap) {
+        size_t cap = rm->events_cap != 0 ? rm->events_cap * 2 : 8;
+        char **e = realloc(rm->events, cap * sizeof(*e));
+        if (e == NULL) {
+            free(ev);
+            return;
+        }
+        rm->events = e;
+        rm->events_cap = cap;
+    }
+    rm->events[rm->nevents++] = ev;
+}
+
+void rm_events_drain(rig_remote *rm)
+{
+    if (rm->hosts == NULL) {
+        return; /* still opening */
+    }
+    for (;;) {
+        int flag = 0;
+        MPI_Message m;
+        MPI_Status st;
+        if (MPI_Improbe(MPI_ANY_SOURCE, RM_TAG_EVENT, rm->comm, &flag, &m,
+                        &st) != MPI_SUCCESS ||
+            !flag) {
+            return;
+        }
+        int count = 0;
+        MPI_Get_count(&st, MPI_BYTE, &count);
+        uint8_t *msg = malloc(count > 0 ? (size_t)count : 1);
+        uint8_t dummy;
+        int rc = MPI_Mrecv(msg != NULL ? msg : &dummy, msg != NULL ? count : 0,
+                           MPI_BYTE, &m, MPI_STATUS_IGNORE);
+        rm_event ev;
+        if (rc == MPI_SUCCESS && msg != NULL && (size_t)count >= sizeof(ev)) {
+            memcpy(&ev, msg, sizeof(ev));
+            if (ev.magic == RM_MAGIC &&
+                (size_t)count - sizeof(ev) == ev.msg_len) {
+                char *why = strndup((char *)msg + sizeof(ev), ev.msg_len);
+                if (why != NULL) {
+                    pthread_mutex_lock(&rm->table_lock);
+                    crash_record(rm, st.MPI_SOURCE, ev.program, ev.launch, why);
+                    pthread_mutex_unlock(&rm->table_lock);
+                    free(why);
+                }
+            }
+        }
+        free(msg);
+    }
+}
+
+bool rig_remote_event(rig_remote *rm, char **event)
+{
+    if (event != NULL) {
+        *event = NULL;
+    }
+    if (rm == NULL || event == NULL || rm->rank != 0) {
+        return false;
+    }
+    pthread_mutex_lock(&rm->lock);
+    if (!rig_job_failed(rm->job)) {
+        rm_events_drain(rm);
+    }
+    pthread_mutex_lock(&rm->table_lock);
+    if (rm->nevents > 0) {
+        *event = rm->events[0];
+        memmove(rm->events, rm->events + 1,
+                (rm->nevents - 1) * sizeof(*rm->events));
+        rm->nevents--;
+    }
+    pthread_mutex_unlock(&rm->table_lock);
+    pthread_mutex_unlock(&rm->lock);
+    return *event != NULL;
+}
+
+/* ---- one round with the agents ------------------------------------------- */
+
+/* Takes each of ranks[0..n)'s reply to command seq into out[i]. */
+static bool replies(rig_remote *rm, const int *ranks, size_t n, uint64_t seq,
+                    got *out, const char *what, char **err)
+{
+    size_t left = n;
+    bool *have = calloc(n, sizeof(*have));
+    if (have == NULL) {
+        rig_job_fail(rm->job, "the controller ran out of memory");
+        return rm_failed(rm, err, what);
+    }
+    rm_backoff b = {0};
+    uint32_t turn = 0;
+    while (left > 0) {
+        bool took = false;
+        for (size_t i = 0; i < n; i++) {
+            if (have[i]) {
+                continue;
+            }
+            int flag = 0;
+            MPI_Message m;
+            MPI_Status st;
+            int rc =
+                MPI_Improbe(ranks[i], RM_TAG_REPLY, rm->comm, &flag, &m, &st);
+            if (rc != MPI_SUCCESS) {
+                free(have);
+                return rm_mpi_err(err, rc, "MPI_Improbe");
+            }
+            if (!flag) {
+                continue;
+            }
+            int count = 0;
+            MPI_Get_count(&st, MPI_BYTE, &count);
+            uint8_t *msg = malloc(count > 0 ? (size_t)count : 1);
+            uint8_t dummy;
+            rc = MPI_Mrecv(msg != NULL ? msg : &dummy, msg != NULL ? count : 0,
+                           MPI_BYTE, &m, MPI_STATUS_IGNORE);
+            got *g = &out[i];
+            g->rank = ranks[i];
+            rm_rd r = {.p = msg, .len = msg != NULL ? (size_t)count : 0};
+            if (rc != MPI_SUCCESS || !rm_rd_get(&r, &g->h, sizeof(g->h)) ||
+                g->h.magic != RM_MAGIC || g->h.nthreads > 1024 ||
+                r.len - r.at !=
+                    g->h.nthreads * sizeof(int32_t) + (size_t)g->h.msg_len) {
+                free(msg);
+                free(have);
+                rig_job_fail(rm->job, "the controller got a malformed reply");
+                return rm_failed(rm, err, what);
+            }
+            if (g->h.seq != seq) {
+                free(msg); /* not this round's: cannot happen, is skipped */
+                continue;
+            }
+            if (g->h.nthreads > 0) {
+                size_t tb = g->h.nthreads * sizeof(int32_t);
+                g->threads = malloc(tb);
+                if (g->threads != NULL) {
+                    rm_rd_get(&r, g->threads, tb);
+                } else {
+                    g->h.nthreads = 0;
+                    r.at += tb;
+                }
+            }
+            g->msg = strndup((const char *)r.p + r.at, g->h.msg_len);
+            g->raw = malloc(g->h.msg_len > 0 ? g->h.msg_len : 1);
+            if (g->raw != NULL) {
+                memcpy(g->raw, r.p + r.at, g->h.msg_len);
+            }
+            free(msg);
+            have[i] = true;
+            left--;
+            took = true;
+        }
+        if (left == 0) {
+            break;
+        }
+        if (rig_job_failed(rm->job)) {
+            free(have);
+            return rm_failed(rm, err, what);
+        }
+        if ((++turn & 15u) == 0) {
+            rm_events_drain(rm);
+        }
+        if (took) {
+            b.spins = 0;
+            b.idle_since = 0;
+        }
+        rm_backoff_step(&b, RM_PACE_IDLE);
+    }
+    free(have);
+    return true;
+}
+
+static rm_cmd cmd_new(rig_remote *rm, uint32_t op, int64_t program)
+{
+    rm_cmd c = {
+        .magic = RM_MAGIC,
+        .op = op,
+        .seq = ++rm->seq,
+        .program = program,
+        .chunk = rm->chunk,
+    };
+    return c;
+}
+
+static void cmd_head(rig_remote *rm, rm_buf *b, uint32_t op, int64_t program)
+{
+    rm_cmd c = cmd_new(rm, op, program);
+    rm_buf_put(b, &c, sizeof(c));
+}
+
+static uint64_t cmd_seq(const rm_buf *b)
+{
+    rm_cmd c;
+    memcpy(&c, b->p, sizeof(c));
+    return c.seq;
+}
+
+/* Sends command msg to ranks[0..n) and takes their replies into *out
+ * (malloc'd, n entries).  msg is freed. */
+static bool round_trip(rig_remote *rm, const int *ranks, size_t n, rm_buf *msg,
+                       got **out, const char *what, char **err)
+{
+    *out = NULL;
+    if (msg->oom) {
+        rm_buf_free(msg);
+        return rig_err(err, "nomem: %s", what);
+    }
+    MPI_Request *reqs = calloc(n, sizeof(*reqs));
+    got *g = calloc(n, sizeof(*g));
+    if (reqs == NULL || g == NULL) {
+        free(reqs);
+        free(g);
+        rm_buf_free(msg);
+        return rig_err(err, "nomem: %s", what);
+    }
+    for (size_t i = 0; i < n; i++) {
+        int rc = MPI_Isend(msg->p, (int)msg->len, MPI_BYTE, ranks[i],
+                           RM_TAG_CMD, rm->comm, &reqs[i]);
+        if (rc != MPI_SUCCESS) {
+            /* The agents before it wait for a reply's turn: the job must
+             * end, or the next round meets their stale state. */
+            rig_job_fail(rm->job, "the controller could not send a command");
+            rm_abandon(msg->p);
+            free(reqs);
+            free(g);
+            return rm_mpi_err(err, rc, "MPI_Isend");
+        }
+    }
+    void *keep[] = {msg->p};
+    if (!rm_wait_all(rm, reqs, (int)n, RM_PACE_DATA, keep, 1, what, err)) {
+        free(reqs);
+        free(g);
+        return false;
+    }
+    free(reqs);
+    uint64_t seq = cmd_seq(msg);
+    rm_buf_free(msg);
+    if (!replies(rm, ranks, n, seq, g, what, err)) {
+        got_free(g, n);
+        return false;
+    }
+    *out = g;
+    return true;
+}
+
+/* "<reason>: machine vm:2: <rest>" for each refusal, joined by "; ". */
+static bool refusals(const rig_remote *rm, const got *g, size_t n,
+                     const char *fallback, char **err)
+{
+    rm_buf b = {0};
+    for (size_t i = 0; i < n; i++) {
+        if (g[i].h.ok) {
+            continue;
+        }
+        const char *msg = g[i].msg != NULL && g[i].msg[0] != '\0'
+                              ? g[i].msg
+                              : "failed: (no reason given)";
+        const char *colon = strstr(msg, ": ");
+        size_t wl = colon != NULL ? (size_t)(colon - msg) : 0;
+        bool word = wl > 0 && wl < 16 &&
+                    strspn(msg, "abcdefghijklmnopqrstuvwxyz") == wl;
+        if (b.len > 0) {
+            rm_buf_put(&b, "; ", 2);
+        }
+        if (word) {
+            rm_buf_put(&b, msg, wl);
+        } else {
+            rm_buf_put(&b, "failed", 6);
+        }
+        rm_buf_put(&b, ": machine ", 10);
+        const char *nm = name_of(rm, g[i].rank);
+        rm_buf_put(&b, nm, strlen(nm));
+        rm_buf_put(&b, ": ", 2);
+        const char *rest = word ? colon + 2 : msg;
+        rm_buf_put(&b, rest, strlen(rest));
+    }
+    rm_buf_put(&b, "", 1);
+    if (b.oom || b.len <= 1) {
+        rm_buf_free(&b);
+        return rig_err(err, "%s", fallback);
+    }
+    if (err != NULL) {
+        *err = (char *)b.p;
+    } else {
+        rm_buf_free(&b);
+    }
+    return false;
+}
+
+/* ---- load ---------------------------------------------------------------- */
+
+/* The machines of a load: ranks, or every agent; sorted, checked. */
+static bool targets(const rig_remote *rm, const int *ranks, size_t nranks,
+                    int **out, size_t *n, char **err)
+{
+    if (rm->size < 2) {
+        return rig_err(err, "invalid: the job has no agent machines (one "
+                            "rank)");
+    }
+    if (ranks == NULL && nranks > 0) {
+        return rig_err(err, "invalid: ranks is NULL with nranks %zu", nranks);
+    }
+    size_t k = nranks > 0 ? nranks : (size_t)rm->size - 1;
+    int *t = calloc(k, sizeof(*t));
+    bool *seen = calloc((size_t)rm->size, sizeof(*seen));
+    if (t == NULL || seen == NULL) {
+        free(t);
+        free(seen);
+        return rig_err(err, "nomem: %zu machines", k);
+    }
+    for (size_t i = 0; i < k; i++) {
+        int r = nranks > 0 ? ranks[i] : (int)i + 1;
+        if (r <= 0 || r >= rm->size) {
+            free(t);
+            free(seen);
+            return rig_err(err, "invalid: ranks[%zu] = %d is no agent (1..%d)",
+                           i, r, rm->size - 1);
+        }
+        if (seen[r]) {
+            free(t);
+            free(seen);
+            return rig_err(err, "invalid: ranks[%zu] = %d is named twice", i,
+                           r);
+        }
+        seen[r] = true;
+    }
+    size_t j = 0;
+    for (int r = 1; r < rm->size; r++) {
+        if (seen[r]) {
+            t[j++] = r;
+        }
+    }
+    free(seen);
+    *out = t;
+    *n = k;
+    return true;
+}
+
+/* Before anything is sent: every machine runs one of the manifest's
+ * executors. */
+static bool runs_everywhere(const rig_remote *rm, const mesh_manifest *m,
+                            const int *t, size_t n, char **err)
+{
+    rm_buf b = {0};
+    for (size_t i = 0; i < n; i++) {
+        const rig_remote_machine *mc = &rm->machines[t[i]];
+        uint32_t have[MESH_BACKEND_COUNT];
+        size_t nhave = 0;
+        for (uint32_t k = 0; k < MESH_BACKEND_COUNT; k++) {
+            if (mc->executors[k].runs) {
+                have[nhave++] = k;
+            }
+        }
+        uint32_t exec;
+        if (mesh_pick_exec(m, have, nhave, &exec, NULL)) {
+            continue;
+        }
+        char *runs = rm_runs_list(mc);
+        char *msg = NULL;
+        rm_buf lists = {0};
+        for (size_t j = 0; j < m->nbackends; j++) {
+            const char *nm = mesh_backend_name(m->backends[j]);
+            if (j > 0) {
+                rm_buf_put(&lists, ", ", 2);
+            }
+            rm_buf_put(&lists, nm != NULL ? nm : "?",
+                       strlen(nm != NULL ? nm : "?"));
+        }
+        rm_buf_put(&lists, "", 1);
+        if (asprintf(&msg, "%smachine %s runs %s; program %s lists %s",
+                     b.len > 0 ? "; " : "", mc->name, runs != NULL ? runs : "?",
+                     m->name, lists.oom ? "?" : (const char *)lists.p) >= 0) {
+            rm_buf_put(&b, msg, strlen(msg));
+            free(msg);
+        } else {
+            b.oom = true;
+        }
+        rm_buf_free(&lists);
+        free(runs);
+    }
+    if (b.len == 0 && !b.oom) {
+        return true;
+    }
+    rm_buf_put(&b, "", 1);
+    bool r = rig_err(err, "unsupported: %s",
+                     b.oom ? "a machine cannot run it" : (const char *)b.p);
+    rm_buf_free(&b);
+    return r;
+}
+
+/* Posts the image: an MPI_Ibcast per chunk when every agent loads, else a
+ * send per chunk and machine.  *reqs and *nreq are the caller's. */
+static bool post_image(rig_remote *rm, const mesh_payload *src, const int *t,
+                       size_t n, bool all, MPI_Request **reqs, size_t *nreq,
+                       char **err)
+{
+    size_t chunks = 0;
+    for (size_t i = 0; i < src->nfiles; i++) {
+        chunks += (src->files[i].len + rm->chunk - 1) / rm->chunk;
+    }
+    size_t total = all ? chunks : chunks * n;
+    *nreq = 0;
+    *reqs = calloc(total > 0 ? total : 1, sizeof(**reqs));
+    if (*reqs == NULL) {
+        return rig_err(err, "nomem: %zu image requests", total);
+    }
+    for (size_t i = 0; i < src->nfiles; i++) {
+        const mesh_payload_file *f = &src->files[i];
+        for (size_t off = 0; off < f->len; off += rm->chunk) {
+            size_t left = f->len - off;
+            int len = (int)(left < rm->chunk ? left : rm->chunk);
+            /* MPI reads a root's or sender's buffer only. */
+            void *from = f->data + off;
+            for (size_t j = 0; j < (all ? 1 : n); j++) {
+                int rc =
+                    all ? MPI_Ibcast(from, len, MPI_BYTE, 0, rm->comm,
+                                     &(*reqs)[*nreq])
+                        : MPI_Isend(from, len, MPI_BYTE, t[j], RM_TAG_IMAGE,
+                                    rm->comm, &(*reqs)[*nreq]);
+                if (rc != MPI_SUCCESS) {
+                    return rm_mpi_err(err, rc,
+                                      all ? "MPI_Ibcast" : "MPI_Isend");
+                }
+                (*nreq)++;
+            }
+        }
+    }
+    return true;
+}
+
+static double ms(uint64_t ns)
+{
+    return (double)ns / 1e6;
+}
+
+bool rig_remote_load(rig_remote *rm, const mesh_payload *src, const int *ranks,
+                     size_t nranks, rig_remote_load_info *info,
+                     int64_t *program, char **err)
+{
+    if (!is_controller(rm, "rig_remote_load", err)) {
+        return false;
+    }
+    if (src == NULL || program == NULL) {
+        return rig_err(err, "invalid: rig_remote_load: %s is NULL",
+                       src == NULL ? "src" : "program");
+    }
+    if (src->nfiles == 0 || src->files == NULL || src->files[0].path == NULL ||
+        strcmp(src->files[0].path, "manifest.json") != 0 || src->name == NULL) {
+        return rig_err(err, "invalid: src is no payload: it needs a name and "
+                            "manifest.json as its first file");
+    }
+    /* What an agent takes (mesh/loader.h's limits), checked here: an
+     * agent that cannot take an image's bytes can only fail the job. */
+    if (!mesh_manifest_name_ok(src->name)) {
+        return rig_err(err, "invalid: src->name \"%s\" is no program name",
+                       src->name);
+    }
+    if (src->nfiles > MESH_PAYLOAD_MAX_FILES) {
+        return rig_err(err, "limits: program %s has %zu files, more than %u",
+                       src->name, src->nfiles, MESH_PAYLOAD_MAX_FILES);
+    }
+    for (size_t i = 0; i < src->nfiles; i++) {
+        const mesh_payload_file *f = &src->files[i];
+        if (f->path == NULL || f->path[0] == '\0' ||
+            strlen(f->path) > RM_PATH_MAX || (f->data == NULL && f->len > 0)) {
+            return rig_err(err, "invalid: src->files[%zu] has no %s", i,
+                           f->data == NULL && f->len > 0 ? "bytes"
+                                                         : "usable path");
+        }
+        if (f->len > MESH_PAYLOAD_MAX_FILE_BYTES) {
+            return rig_err(err,
+                           "limits: program %s: %s has %zu bytes, more than "
+                           "%u",
+                           src->name, f->path, f->len,
+                           MESH_PAYLOAD_MAX_FILE_BYTES);
+        }
+    }
+    uint64_t t0 = rig_now_ns();
+    mesh_manifest m;
+    if (!mesh_manifest_parse((const char *)src->files[0].data,
+                             src->files[0].len, &m, err)) {
+        return false;
+    }
+    pthread_mutex_lock(&rm->lock);
+    int *t = NULL;
+    size_t n = 0;
+    bool ok = targets(rm, ranks, nranks, &t, &n, err) &&
+              runs_everywhere(rm, &m, t, n, err);
+    mesh_manifest_free(&m);
+    if (ok && rig_job_failed(rm->job)) {
+        ok = rm_failed(rm, err, "loading a program");
+    }
+    if (!ok) {
+        pthread_mutex_unlock(&rm->lock);
+        free(t);
+        return false;
+    }
+    char what[128];
+    snprintf(what, sizeof(what), "loading program %s", src->name);
+    uint64_t th = rig_now_ns();
+    uint64_t hash = mesh_payload_hash(src);
+    uint64_t th2 = rig_now_ns();
+    int64_t id = ++rm->last_program;
+    uint64_t bytes = 0;
+    for (size_t i = 0; i < src->nfiles; i++) {
+        bytes += src->files[i].len;
+    }
+    rm_buf msg = {0};
+    rm_cmd c = cmd_new(rm, RM_OP_LOAD, id);
+    /* A broadcast to one machine is a send: it takes the plain form. */
+    bool all = n == (size_t)rm->size - 1 && n > 1;
+    bool in = bytes <= RM_INLINE_BYTES;
+    c.hash = hash;
+    c.image = in ? RM_IMAGE_INLINE : all ? RM_IMAGE_BCAST : RM_IMAGE_P2P;
+    rm_buf_put(&msg, &c, sizeof(c));
+    rm_buf_str(&msg, src->name);
+    rm_buf_u32(&msg, (uint32_t)src->nfiles);
+    for (size_t i = 0; i < src->nfiles; i++) {
+        rm_buf_str(&msg, src->files[i].path);
+        rm_buf_u64(&msg, src->files[i].len);
+    }
+    for (size_t i = 0; in && i < src->nfiles; i++) {
+        rm_buf_put(&msg, src->files[i].data, src->files[i].len);
+    }
+    got *g = NULL;
+    MPI_Request *creq = calloc(n, sizeof(*creq));
+    MPI_Request *ireq = NULL;
+    size_t nireq = 0;
+    uint64_t ts = 0, ts2 = 0;
+    if (msg.oom || creq == NULL) {
+        ok = rig_err(err, "nomem: %s", what);
+        goto out;
+    }
+    for (size_t i = 0; i < n; i++) {
+        int rc = MPI_Isend(msg.p, (int)msg.len, MPI_BYTE, t[i], RM_TAG_CMD,
+                           rm->comm, &creq[i]);
+        if (rc != MPI_SUCCESS) {
+            rig_job_fail(rm->job, "the controller could not send a load");
+            ok = rm_mpi_err(err, rc, "MPI_Isend");
+            goto out;
+        }
+    }
+    void *keep[] = {msg.p};
+    ok = rm_wait_all(rm, creq, (int)n, RM_PACE_DATA, keep, 1, what, err);
+    if (!ok) {
+        memset(&msg, 0, sizeof(msg));
+        goto out;
+    }
+    ts = rig_now_ns();
+    if (!in && !post_image(rm, src, t, n, all, &ireq, &nireq, err)) {
+        /* Agents wait for bytes that will not come. */
+        rig_job_fail(rm->job, "the controller could not send an image");
+        ok = false;
+        goto out;
+    }
+    /* The payload is the caller's: on a failed job it must not be freed
+     * while MPI may still read it, which the caller cannot know.  MPI
+     * reads a send buffer only while its request is pending, and only a
+     * dead peer leaves one pending; the job is over then. */
+    ok = rm_wait_all(rm, ireq, (int)nireq, RM_PACE_DATA, NULL, 0, what, err);
+    ts2 = rig_now_ns();
+    if (!ok) {
+        goto out;
+    }
+    uint64_t seq = c.seq;
+    g = calloc(n, sizeof(*g));
+    if (g == NULL) {
+        rig_job_fail(rm->job, "the controller ran out of memory");
+        ok = rm_failed(rm, err, what);
+        goto out;
+    }
+    ok = replies(rm, t, n, seq, g, what, err);
+    if (!ok) {
+        goto out;
+    }
+    size_t refused = 0;
+    for (size_t i = 0; i < n; i++) {
+        refused += g[i].h.ok ? 0 : 1;
+    }
+    rm_program *p = NULL;
+    if (refused == 0) {
+        p = calloc(1, sizeof(*p));
+        if (p != NULL) {
+            p->places = calloc(n, sizeof(*p->places));
+            p->name = strdup(src->name);
+        }
+        if (p == NULL || p->places == NULL || p->name == NULL) {
+            program_free(p);
+            p = NULL;
+        }
+    }
+    if (refused > 0 || p == NULL) {
+        /* All or nothing: the machines that loaded unload again. */
+        int *back = calloc(n, sizeof(*back));
+        size_t nb = 0;
+        for (size_t i = 0; back != NULL && i < n; i++) {
+            if (g[i].h.ok) {
+                back[nb++] = g[i].rank;
+            }
+        }
+        if (nb > 0) {
+            rm_buf u = {0};
+            cmd_head(rm, &u, RM_OP_UNLOAD, id);
+            got *ug = NULL;
+            char *uerr = NULL;
+            if (round_trip(rm, back, nb, &u, &ug, what, &uerr)) {
+                got_free(ug, nb);
+            } else {
+                rig_log(RIG_LOG_WARN, "controller: undoing a refused load: %s",
+                        uerr != NULL ? uerr : "?");
+            }
+            free(uerr);
+        }
+        free(back);
+        ok = refused > 0 ? refusals(rm, g, n, "failed: a machine refused", err)
+                         : rig_err(err, "nomem: %s", what);
+        goto out;
+    }
+    p->id = id;
+    p->hash = hash;
+    p->nplaces = n;
+    double receive = 0, prepare = 0;
+    for (size_t i = 0; i < n; i++) {
+        p->places[i].rank = t[i];
+        p->places[i].exec = g[i].h.exec;
+        rm_threads_set(rm, t[i], id, g[i].threads, g[i].h.nthreads);
+        receive =
+            receive > ms(g[i].h.receive_ns) ? receive : ms(g[i].h.receive_ns);
+        prepare =
+            prepare > ms(g[i].h.prepare_ns) ? prepare : ms(g[i].h.prepare_ns);
+    }
+    pthread_mutex_lock(&rm->table_lock);
+    p->next = rm->programs;
+    rm->programs = p;
+    pthread_mutex_unlock(&rm->table_lock);
+    if (info != NULL) {
+        info->image_bytes = bytes;
+        info->machines = n;
+        info->hash_ms = ms(th2 - th);
+        info->send_ms = ms(ts2 - ts);
+        info->receive_ms = receive;
+        info->prepare_ms = prepare;
+        info->total_ms = ms(rig_now_ns() - t0);
+    }
+    *program = id;
+out:
+    got_free(g, n);
+    free(ireq);
+    free(creq);
+    rm_buf_free(&msg);
+    free(t);
+    pthread_mutex_unlock(&rm->lock);
+    return ok;
+}
+
+bool rig_remote_load_catalog(rig_remote *rm, const char *root, const char *name,
+                             const int *ranks, size_t nranks, int64_t *program,
+                             char **err)
+{
+    if (!is_controller(rm, "rig_remote_load_catalog", err)) {
+        return false;
+    }
+    if (root == NULL || name == NULL || program == NULL) {
+        return rig_err(err, "invalid: rig_remote_load_catalog: %s is NULL",
+                       root == NULL   ? "root"
+                       : name == NULL ? "name"
+                                      : "program");
+    }
+    mesh_payload src;
+    if (!mesh_payload_read(root, name, &src, err)) {
+        return false;
+    }
+    bool ok = rig_remote_load(rm, &src, ranks, nranks, NULL, program, err);
+    if (!ok && rig_job_failed(rm->job)) {
+        /* An abandoned send may still read the image. */
+        for (size_t i = 0; i < src.nfiles; i++) {
+            rm_abandon(src.files[i].data);
+            src.files[i].data = NULL;
+            src.files[i].len = 0;
+        }
+    }
+    mesh_payload_free(&src);
+    return ok;
+}
+
+/* ---- launch, query, halt, unload ----------------------------------------- */
+
+/* The program and its machines' ranks (malloc'd); rm->lock held. */
+static bool places_of(rig_remote *rm, int64_t id, rm_program **p, int **ranks,
+                      char **err)
+{
+    *p = prog_find(rm, id);
+    if (*p == NULL) {
+        return rig_err(err, "invalid: no program %lld is loaded",
+                       (long long)id);
+    }
+    *ranks = calloc((*p)->nplaces, sizeof(int));
+    if (*ranks == NULL) {
+        return rig_err(err, "nomem: program %s's machines", (*p)->name);
+    }
+    for (size_t i = 0; i < (*p)->nplaces; i++) {
+        (*ranks)[i] = (*p)->places[i].rank;
+    }
+    if (rig_job_failed(rm->job)) {
+        free(*ranks);
+        char what[128];
+        snprintf(what, sizeof(what), "program %s", (*p)->name);
+        return rm_failed(rm, err, what);
+    }
+    return true;
+}
+
+bool rig_remote_launch(rig_remote *rm, int64_t program, uint32_t nodes,
+                       char **err)
+{
+    if (!is_controller(rm, "rig_remote_launch", err)) {
+        return false;
+    }
+    pthread_mutex_lock(&rm->lock);
+    rm_program *p;
+    int *ranks = NULL;
+    bool ok = places_of(rm, program, &p, &ranks, err);
+    for (size_t i = 0; ok && i < p->nplaces; i++) {
+        if (p->places[i].launched) {
+            ok = rig_err(err,
+                         "invalid: program %s is launched on %s already "
+                         "(halt it first)",
+                         p->name, name_of(rm, p->places[i].rank));
+        }
+    }
+    if (!ok) {
+        free(ranks);
+        pthread_mutex_unlock(&rm->lock);
+        return false;
+    }
+    char what[128];
+    snprintf(what, sizeof(what), "launching program %s", p->name);
+    rm_buf msg = {0};
+    rm_cmd c = cmd_new(rm, RM_OP_LAUNCH, program);
+    c.nodes = nodes;
+    rm_buf_put(&msg, &c, sizeof(c));
+    got *g = NULL;
+    ok = round_trip(rm, ranks, p->nplaces, &msg, &g, what, err);
+    if (ok) {
+        size_t failed = 0;
+        pthread_mutex_lock(&rm->table_lock);
+        for (size_t i = 0; i < p->nplaces; i++) {
+            rm_place *pl = &p->places[i];
+            if (g[i].h.ok) {
+                pl->launched = true;
+                pl->nodes = g[i].h.nodes;
+                pl->launch = g[i].h.launch;
+                free(pl->crash);
+                pl->crash = NULL;
+            } else {
+                failed++;
+            }
+        }
+        pthread_mutex_unlock(&rm->table_lock);
+        if (failed > 0) {
+            /* All or nothing: the machines that started halt again. */
+            int *back = calloc(p->nplaces, sizeof(*back));
+            size_t nb = 0;
+            for (size_t i = 0; back != NULL && i < p->nplaces; i++) {
+                if (g[i].h.ok) {
+                    back[nb++] = g[i].rank;
+                    p->places[i].launched = false;
+                }
+            }
+            if (nb > 0) {
+                rm_buf h = {0};
+                cmd_head(rm, &h, RM_OP_HALT, program);
+                got *hg = NULL;
+                char *herr = NULL;
+                if (round_trip(rm, back, nb, &h, &hg, what, &herr)) {
+                    got_free(hg, nb);
+                } else {
+                    rig_log(RIG_LOG_WARN,
+                            "controller: undoing a failed launch: %s",
+                            herr != NULL ? herr : "?");
+                }
+                free(herr);
+            }
+            free(back);
+            ok = refusals(rm, g, p->nplaces, "failed: a machine did not launch",
+                          err);
+        }
+    }
+    got_free(g, p->nplaces);
+    free(ranks);
+    pthread_mutex_unlock(&rm->lock);
+    return ok;
+}
+
+void rig_remote_status_free(rig_remote_status *s, size_t n)
+{
+    if (s == NULL) {
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        free(s[i].why);
+    }
+    free(s);
+}
+
+/* One query round; rm->lock held.  *out has p->nplaces entries. */
+static bool query_locked(rig_remote *rm, int64_t program,
+                         rig_remote_status **out, size_t *n, char **err)
+{
+    rm_program *p;
+    int *ranks = NULL;
+    if (!places_of(rm, program, &p, &ranks, err)) {
+        return false;
+    }
+    char what[128];
+    snprintf(what, sizeof(what), "querying program %s", p->name);
+    rm_buf msg = {0};
+    cmd_head(rm, &msg, RM_OP_QUERY, program);
+    got *g = NULL;
+    bool ok = round_trip(rm, ranks, p->nplaces, &msg, &g, what, err);
+    free(ranks);
+    if (!ok) {
+        return false;
+    }
+    for (size_t i = 0; i < p->nplaces; i++) {
+        if (!g[i].h.ok) {
+            ok = refusals(rm, g, p->nplaces, "failed: a query", err);
+            got_free(g, p->nplaces);
+            return ok;
+        }
+    }
+    rig_remote_status *s = calloc(p->nplaces, sizeof(*s));
+    if (s == NULL) {
+        got_free(g, p->nplaces);
+        return rig_err(err, "nomem: %s", what);
+    }
+    pthread_mutex_lock(&rm->table_lock);
+    for (size_t i = 0; i < p->nplaces; i++) {
+        s[i].rank = g[i].rank;
+        s[i].machine = name_of(rm, g[i].rank);
+        s[i].exec = g[i].h.exec;
+        s[i].state = (rig_remote_run)g[i].h.state;
+        s[i].nodes = g[i].h.nodes;
+        memcpy(s[i].points, g[i].h.points, sizeof(s[i].points));
+        if (s[i].state == RIG_REMOTE_CRASHED) {
+            const char *why =
+                g[i].msg != NULL && g[i].msg[0] != '\0' ? g[i].msg : "crashed";
+            crash_record(rm, g[i].rank, program, g[i].h.launch, why);
+            s[i].why = strdup(why);
+        }
+    }
+    pthread_mutex_unlock(&rm->table_lock);
+    got_free(g, p->nplaces);
+    *out = s;
+    *n = p->nplaces;
+    return true;
+}
+
+bool rig_remote_query(rig_remote *rm, int64_t program, rig_remote_status **out,
+                      size_t *n, char **err)
+{
+    if (!is_controller(rm, "rig_remote_query", err)) {
+        return false;
+    }
+    if (out == NULL || n == NULL) {
+        return rig_err(err, "invalid: rig_remote_query: %s is NULL",
+                       out == NULL ? "out" : "n");
+    }
+    pthread_mutex_lock(&rm->lock);
+    bool ok = query_locked(rm, program, out, n, err);
+    pthread_mutex_unlock(&rm->lock);
+    return ok;
+}
+
+bool rig_remote_wait(rig_remote *rm, int64_t program, uint32_t timeout_ms,
+                     char **err)
+{
+    if (!is_controller(rm, "rig_remote_wait", err)) {
+        return false;
+    }
+    uint64_t t0 = rig_now_ns();
+    long pause_us = 100;
+    for (;;) {
+        rig_remote_status *s = NULL;
+        size_t n = 0;
+        pthread_mutex_lock(&rm->lock);
+        bool ok = query_locked(rm, program, &s, &n, err);
+        pthread_mutex_unlock(&rm->lock);
+        if (!ok) {
+            return false;
+        }
+        size_t done = 0;
+        const char *crash = NULL, *idle = NULL;
+        for (size_t i = 0; i < n; i++) {
+            if (s[i].state == RIG_REMOTE_CRASHED && crash == NULL) {
+                crash = s[i].why;
+            } else if (s[i].state == RIG_REMOTE_DONE) {
+                done++;
+            } else if (s[i].state == RIG_REMOTE_LOADED && idle == NULL) {
+                idle = s[i].machine;
+            }
+        }
+        if (crash != NULL) {
+            ok = rig_err(err, "failed: %s", crash);
+        } else if (idle != NULL) {
+            ok = rig_err(err, "invalid: program %lld is not launched on %s",
+                         (long long)program, idle);
+        } else if (done == n) {
+            rig_remote_status_free(s, n);
+            return true;
+        } else if (timeout_ms > 0 &&
+                   rig_now_ns() - t0 >= (uint64_t)timeout_ms * 1000000u) {
+            rm_buf b = {0};
+            for (size_t i = 0; i < n; i++) {
+                if (s[i].state == RIG_REMOTE_RUNNING) {
+                    if (b.len > 0) {
+                        rm_buf_put(&b, ", ", 2);
+                    }
+                    rm_buf_put(&b, s[i].machine, strlen(s[i].machine));
+                }
+            }
+            rm_buf_put(&b, "", 1);
+            ok = rig_err(err,
+                         "timeout: program %lld still runs on %s after "
+                         "%u ms",
+                         (long long)program, b.oom ? "?" : (char *)b.p,
+                         timeout_ms);
+            rm_buf_free(&b);
+        } else {
+            rig_remote_status_free(s, n);
+            struct timespec ts = {0, pause_us * 1000};
+            nanosleep(&ts, NULL);
+            pause_us = pause_us < 10000 ? pause_us * 2 : 10000;
+            continue;
+        }
+        rig_remote_status_free(s, n);
+        return ok;
+    }
+}
+
+/* Halts (unload false) or unloads program on every machine. */
+static bool halt_or_unload(rig_remote *rm, int64_t program, bool unload,
+                           const char *fn, char **err)
+{
+    if (!is_controller(rm, fn, err)) {
+        return false;
+    }
+    pthread_mutex_lock(&rm->lock);
+    rm_program *p;
+    int *ranks = NULL;
+    bool ok = places_of(rm, program, &p, &ranks, err);
+    if (!ok) {
+        if (unload && p != NULL) {
+            program_forget(rm, p); /* the job failed: forgotten anyway */
+        }
+        pthread_mutex_unlock(&rm->lock);
+        return false;
+    }
+    char what[128];
+    snprintf(what, sizeof(what), "%s program %s",
+             unload ? "unloading" : "halting", p->name);
+    rm_buf msg = {0};
+    cmd_head(rm, &msg, unload ? RM_OP_UNLOAD : RM_OP_HALT, program);
+    got *g = NULL;
+    ok = round_trip(rm, ranks, p->nplaces, &msg, &g, what, err);
+    if (ok) {
+        pthread_mutex_lock(&rm->table_lock);
+        for (size_t i = 0; i < p->nplaces; i++) {
+            p->places[i].launched = false;
+        }
+        pthread_mutex_unlock(&rm->table_lock);
+        for (size_t i = 0; i < p->nplaces && ok; i++) {
+            if (!g[i].h.ok) {
+                ok = refusals(rm, g, p->nplaces, "failed: a halt", err);
+            }
+        }
+    }
+    got_free(g, p->nplaces);
+    free(ranks);
+    if (unload) {
+        program_forget(rm, p);
+    }
+    pthread_mutex_unlock(&rm->lock);
+    return ok;
+}
+
+bool rig_remote_halt(rig_remote *rm, int64_t program, char **err)
+{
+    return halt_or_unload(rm, program, false, "rig_remote_halt", err);
+}
+
+bool rig_remote_unload(rig_remote *rm, int64_t program, char **err)
+{
+    return halt_or_unload(rm, program, true, "rig_remote_unload", err);
+}
+
+bool rig_remote_programs_held(rig_remote *rm, int rank, int64_t **ids,
+                              size_t *n, char **err)
+{
+    if (!is_controller(rm, "rig_remote_programs_held", err)) {
+        return false;
+    }
+    if (ids == NULL || n == NULL) {
+        return rig_err(err, "invalid: rig_remote_programs_held: %s is NULL",
+                       ids == NULL ? "ids" : "n");
+    }
+    if (rank <= 0 || rank >= rm->size) {
+        return rig_err(err, "invalid: rank %d is no agent (1..%d)", rank,
+                       rm->size - 1);
+    }
+    pthread_mutex_lock(&rm->lock);
+    if (rig_job_failed(rm->job)) {
+        bool r = rm_failed(rm, err, "listing a machine's programs");
+        pthread_mutex_unlock(&rm->lock);
+        return r;
+    }
+    rm_buf msg = {0};
+    cmd_head(rm, &msg, RM_OP_HELD, 0);
+    got *g = NULL;
+    bool ok =
+        round_trip(rm, &rank, 1, &msg, &g, "listing a machine's programs", err);
+    if (ok && !g[0].h.ok) {
+        ok = refusals(rm, g, 1, "failed: listing programs", err);
+    } else if (ok &&
+               (g[0].h.msg_len % sizeof(int64_t) != 0 || g[0].raw == NULL)) {
+        ok = rig_err(err, "nomem: listing machine %s's programs",
+                     name_of(rm, rank));
+    } else if (ok) {
+        size_t k = g[0].h.msg_len / sizeof(int64_t);
+        *ids = NULL;
+        if (k > 0) {
+            *ids = malloc(k * sizeof(int64_t));
+            if (*ids == NULL) {
+                ok = rig_err(err, "nomem: %zu program ids", k);
+            } else {
+                memcpy(*ids, g[0].raw, k * sizeof(int64_t));
+            }
+        }
+        if (ok) {
+            *n = k;
+        }
+    }
+    got_free(g, 1);
+    pthread_mutex_unlock(&rm->lock);
+    return ok;
+}
+
+/* ---- close --------------------------------------------------------------- */
+
+void rm_controller_close(rig_remote *rm)
+{
+    if (rm->size > 1 && rm->hosts != NULL) {
+        int *all = calloc((size_t)rm->size - 1, sizeof(*all));
+        if (all != NULL) {
+            for (int r = 1; r < rm->size; r++) {
+                all[r - 1] = r;
+            }
+            rm_buf msg = {0};
+            cmd_head(rm, &msg, RM_OP_CLOSE, 0);
+            got *g = NULL;
+            char *why = NULL;
+            if (round_trip(rm, all, (size_t)rm->size - 1, &msg, &g,
+                           "closing the remote layer", &why)) {
+                got_free(g, (size_t)rm->size - 1);
+            } else {
+                rig_log(RIG_LOG_WARN, "controller: %s",
+                        why != NULL ? why : "?");
+            }
+            free(why);
+            free(all);
+        }
+    }
+    rm_events_drain(rm);
+    for (rm_program *p = rm->programs; p != NULL; p = p->next) {
+        for (size_t i = 0; i < p->nplaces; i++) {
+            rm_threads_set(rm, p->places[i].rank, p->id, NULL, 0);
+        }
+    }
+}

@@ -1,0 +1,307 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* The remote layer's private state, wire formats and shared helpers.
+ *
+ * Messages on the layer's own communicator (a duplicate of the job's):
+ *   RM_TAG_CMD    controller -> agent: a command (rm_cmd + its body)
+ *   RM_TAG_REPLY  agent -> controller: the command's outcome (rm_reply +
+ *                 threads + message)
+ *   RM_TAG_EVENT  agent -> controller: a crash report, unasked
+ *   RM_TAG_IMAGE  controller -> agent: image chunks of a load onto a
+ *                 subset of the agents (a load onto every agent uses
+ *                 MPI_Ibcast on the communicator instead)
+ * Every message is sent with MPI_Isend and taken with MPI_Improbe and
+ * MPI_Mrecv, every wait tested in a loop that watches the job, so that no
+ * rank blocks on a dead one.  The controller talks to the agents one call
+ * at a time (rm->lock), so an agent has at most one command and the
+ * controller at most one reply per agent outstanding; a reply carries its
+ * command's sequence number all the same.
+ *
+ * Lock order: rm->lock (the controller's conversation), then
+ * rm->table_lock (threads tables, program list, events). */
+#ifndef RIG_REMOTE_INTERNAL_H
+#define RIG_REMOTE_INTERNAL_H
+
+#include "rig/remote.h"
+
+#include "mesh/driver.h"
+#include "mesh/executors.h"
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define RM_MAGIC 0x726d7431u /* "rmt1" */
+
+enum {
+    RM_TAG_CMD = 11,
+    RM_TAG_REPLY = 12,
+    RM_TAG_EVENT = 13,
+    RM_TAG_IMAGE = 14
+};
+
+enum {
+    RM_OP_LOAD = 1,
+    RM_OP_LAUNCH = 2,
+    RM_OP_QUERY = 3,
+    RM_OP_HALT = 4,
+    RM_OP_UNLOAD = 5,
+    RM_OP_CLOSE = 6,
+    RM_OP_HELD = 7
+};
+
+/* LOAD: how the image comes.  An image of at most RM_INLINE_BYTES rides
+ * in the command itself: one message per agent instead of a command and
+ * a broadcast, so that loading a small program costs one round trip. */
+enum { RM_IMAGE_BCAST = 1, RM_IMAGE_P2P = 2, RM_IMAGE_INLINE = 3 };
+#define RM_INLINE_BYTES (64u * 1024u)
+/* The longest file path of an image. */
+#define RM_PATH_MAX 4096u
+
+/* A command.  LOAD's body: the program's name, the file count, then each
+ * file's path and length; the files' bytes follow as the image (in the
+ * body itself for RM_IMAGE_INLINE). */
+typedef struct {
+    uint32_t magic;
+    uint32_t op;
+    uint64_t seq;
+    int64_t program;
+    uint64_t hash;
+    uint64_t chunk; /* LOAD: the most bytes of one MPI call */
+    uint32_t nodes; /* LAUNCH: nodes (0: the manifest's) */
+    uint32_t image; /* LOAD: RM_IMAGE_* */
+} rm_cmd;
+
+/* A reply; then nthreads int32 entries, then msg_len bytes of message (a
+ * refusal, or a crash report) without its NUL; HELD's message is the
+ * program ids, int64 each. */
+typedef struct {
+    uint32_t magic;
+    uint32_t op;
+    uint64_t seq;
+    int32_t ok;
+    uint32_t state; /* rig_remote_run */
+    uint32_t exec;
+    uint32_t nodes;
+    uint64_t points[MESH_POINTS];
+    uint64_t launch;     /* LAUNCH, QUERY: the launch's number (1, ...) */
+    uint64_t receive_ns; /* LOAD: command to last image byte */
+    uint64_t prepare_ns; /* LOAD: the prepare */
+    uint32_t nthreads;
+    uint32_t msg_len;
+} rm_reply;
+
+/* A crash report of a launch of a program: then msg_len bytes. */
+typedef struct {
+    uint32_t magic;
+    uint32_t msg_len;
+    int64_t program;
+    uint64_t launch;
+} rm_event;
+
+/* ---- growable buffers and readers --------------------------------------- */
+
+typedef struct {
+    uint8_t *p;
+    size_t len, cap;
+    bool oom;
+} rm_buf;
+
+void rm_buf_put(rm_buf *b, const void *data, size_t len);
+void rm_buf_u32(rm_buf *b, uint32_t v);
+void rm_buf_u64(rm_buf *b, uint64_t v);
+void rm_buf_str(rm_buf *b, const char *s); /* u32 length, bytes, no NUL */
+void rm_buf_free(rm_buf *b);
+
+typedef struct {
+    const uint8_t *p;
+    size_t len, at;
+    bool bad;
+} rm_rd;
+
+bool rm_rd_get(rm_rd *r, void *out, size_t len);
+uint32_t rm_rd_u32(rm_rd *r);
+uint64_t rm_rd_u64(rm_rd *r);
+/* A malloc'd NUL-terminated copy (NULL and r->bad on a short or
+ * oversized string: at most max bytes). */
+char *rm_rd_str(rm_rd *r, size_t max);
+
+/* ---- the controller's programs ------------------------------------------ */
+
+/* Program p on one machine, as the controller knows it. */
+typedef struct {
+    int rank;
+    uint32_t exec;
+    bool launched;
+    uint32_t nodes;
+    uint64_t launch; /* the current launch's number, as the agent counts */
+    char *crash;     /* the first crash report of the current launch */
+} rm_place;
+
+typedef struct rm_program {
+    int64_t id;
+    char *name;
+    uint64_t hash;
+    rm_place *places; /* in rank order */
+    size_t nplaces;
+    struct rm_program *next;
+} rm_program;
+
+/* ---- an agent's programs ------------------------------------------------ */
+
+typedef struct agent_prog {
+    int64_t id;
+    char *name;
+    uint64_t hash;
+    uint32_t exec;
+    /* What the load prepared, until a launch takes it. */
+    mesh_prepared prepared;
+    bool has_prepared;
+    /* The payload, kept once a launch took the prepared image, to prepare
+     * it again for the next launch. */
+    mesh_payload kept;
+    bool has_kept;
+    bool launched;
+    uint32_t slot;
+    uint32_t nodes;
+    uint64_t launches; /* launches so far: a crash report names its own */
+    rig_remote_run state;
+    uint64_t points[MESH_POINTS]; /* of the last launch, read at its end */
+    char *crash;                  /* the report of this launch's crash */
+    bool crash_sent;
+    int32_t threads;
+    struct agent_prog *next;
+} agent_prog;
+
+/* ---- records ------------------------------------------------------------ */
+
+/* Program threads as an agent stated them, per machine. */
+typedef struct rm_threads {
+    int64_t program;
+    size_t n;
+    int32_t *threads;
+    struct rm_threads *next;
+} rm_threads;
+
+typedef struct {
+    rig_host host; /* what the Host proxy's record copies */
+    rig_remote *rm;
+    int rank;
+    rm_threads *threads; /* under rm->table_lock */
+} rm_hostrec;
+
+/* ---- the layer ---------------------------------------------------------- */
+
+struct rig_remote {
+    rig_job *job;
+    MPI_Comm comm;
+    int rank, size;
+    pthread_mutex_t lock;       /* the controller's conversation */
+    pthread_mutex_t table_lock; /* threads tables, programs, events */
+
+    /* The table, the same on every rank; index by rank (0 unused). */
+    rig_remote_machine *machines; /* strings owned (rm_table_free) */
+    rm_hostrec *hosts;
+    rig_remote_proxy *proxies;
+    size_t nproxies;
+
+    /* Settings. */
+    uint64_t chunk;
+    bool corrupt; /* RIG_REMOTE_TEST_CORRUPT names this rank */
+
+    /* The controller. */
+    int64_t last_program;
+    uint64_t seq;
+    rm_program *programs;
+    char **events;
+    size_t nevents, events_cap;
+
+    /* An agent. */
+    mesh_backend *backends[MESH_BACKEND_COUNT];
+    mesh_driver *drivers[MESH_BACKEND_COUNT];
+    agent_prog *progs;
+    bool served;
+    MPI_Request *pending; /* crash reports on their way */
+    void **pending_buf;
+    size_t npending, pending_cap;
+};
+
+/* ---- waits (wait.c) ----------------------------------------------------- */
+
+/* A wait's pace: RM_PACE_DATA tests as fast as blocking MPI would (an
+ * image on its way), RM_PACE_IDLE backs off to sleeps (a reply, a
+ * command). */
+typedef enum { RM_PACE_DATA, RM_PACE_IDLE } rm_pace;
+
+typedef struct {
+    uint32_t spins;
+    uint64_t idle_since;
+} rm_backoff;
+
+void rm_backoff_step(rm_backoff *b, rm_pace pace);
+
+/* "failed: <what>: <the job's reason>" into *err; false. */
+bool rm_failed(const rig_remote *rm, char **err, const char *what);
+
+/* Tests reqs[0..n) until all complete.  When the job fails first, the
+ * requests are left to MPI and bufs[0..nbufs) are handed to
+ * rm_abandon: false with rm_failed(what).  On the controller, crash
+ * reports that arrive meanwhile are taken in.  An MPI error is
+ * "system: ". */
+bool rm_wait_all(rig_remote *rm, MPI_Request *reqs, int n, rm_pace pace,
+                 void **bufs, size_t nbufs, const char *what, char **err);
+
+/* Memory an unfinished MPI request may still write: never freed, kept
+ * reachable (see wait.c). */
+void rm_abandon(void *buf);
+
+/* Translates an MPI error code: "system: <call> failed: <MPI's text>". */
+bool rm_mpi_err(char **err, int rc, const char *call);
+
+/* ---- machines and records (machine.c, records.c) ------------------------ */
+
+/* Appends this rank's description (an agent's F_JOIN) to *out: on an
+ * agent it opens the executors of mask executors (keeping them and their
+ * drivers in rm), each left out described as "unsupported: left out by
+ * <by>"; the controller opens none. */
+bool rm_describe(rig_remote *rm, uint32_t executors, const char *by,
+                 rm_buf *out, char **err);
+
+/* Parses the table (every rank's description, in rank order) into
+ * rm->machines.  False with "invalid: " for a malformed table. */
+bool rm_table_parse(rig_remote *rm, const uint8_t *table, size_t len,
+                    char **err);
+void rm_table_free(rig_remote *rm);
+
+/* Makes the host records and proxies from rm->machines. */
+bool rm_records_make(rig_remote *rm, char **err);
+void rm_records_free(rig_remote *rm);
+
+/* Sets (n > 0) or removes (n == 0) what machine rank stated for program. */
+bool rm_threads_set(rig_remote *rm, int rank, int64_t program,
+                    const int32_t *threads, size_t n);
+
+/* Display names of the executors a machine runs: "native, wasm" (or
+ * "nothing"), malloc'd. */
+char *rm_runs_list(const rig_remote_machine *m);
+
+/* ---- the controller (controller.c) -------------------------------------- */
+
+/* Takes in every crash report that has arrived (no waiting).  Caller
+ * holds rm->lock or not: only table_lock is taken. */
+void rm_events_drain(rig_remote *rm);
+
+/* Tells every agent to close and waits for all of them.  rm->lock held. */
+void rm_controller_close(rig_remote *rm);
+
+void rm_programs_free(rig_remote *rm);
+
+/* ---- an agent (agent.c) ------------------------------------------------- */
+
+/* Unloads every program of this agent (a close, a failed job). */
+void rm_agent_unload_all(rig_remote *rm);
+
+/* Closes the drivers and destroys the backends. */
+void rm_agent_free(rig_remote *rm);
+
+#endif

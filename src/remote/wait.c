@@ -1,0 +1,266 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* Waits that watch the job, the memory they may abandon, and the buffers
+ * messages are packed in.
+ *
+ * Open MPI 4.1 has no fault-tolerant collectives: a blocking MPI_Bcast or
+ * MPI_Recv with a dead peer never returns.  Every wait of this layer
+ * therefore tests non-blocking requests in a loop that reads the job's
+ * failure flag between tests (an atomic load: the job layer raises it
+ * within its detection time of a death), and gives up at once when it is
+ * raised.  The requests are then left to MPI as they are: MPI forbids
+ * freeing a non-blocking collective's request, and a receive that a live
+ * peer may still complete must keep its buffer. */
+#include "remote_internal.h"
+
+#include "util_internal.h"
+
+#include <limits.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* ---- pacing -------------------------------------------------------------- */
+
+/* How long a wait spins and yields before it sleeps, and how long it may
+ * sleep: an image moves only while its ranks test (Open MPI progresses in
+ * MPI_Test; it yields the core itself when oversubscribed), so a data wait
+ * never sleeps; an idle agent sleeps up to 100 us for its first 50 ms of
+ * quiet, then up to 1 ms, so that a burst of commands is served at once and
+ * an idle agent costs almost nothing. */
+#define RM_SPINS 2048u
+#define RM_YIELDS 1024u
+#define RM_QUIET_NS 50000000ull
+
+void rm_backoff_step(rm_backoff *b, rm_pace pace)
+{
+    uint32_t s = b->spins++;
+    if (pace == RM_PACE_DATA || s < RM_SPINS) {
+        return; /* the next MPI_Test is the progress */
+    }
+    if (s < RM_SPINS + RM_YIELDS) {
+        sched_yield();
+        return;
+    }
+    uint64_t now = rig_now_ns();
+    if (b->idle_since == 0) {
+        b->idle_since = now;
+    }
+    uint32_t extra = s - (RM_SPINS + RM_YIELDS);
+    long ns = extra >= 100 ? 100000 : 1000 * (long)(extra + 1);
+    if (now - b->idle_since > RM_QUIET_NS) {
+        ns = 1000000;
+    }
+    struct timespec ts = {0, ns};
+    nanosleep(&ts, NULL);
+}
+
+/* ---- errors -------------------------------------------------------------- */
+
+bool rm_mpi_err(char **err, int rc, const char *call)
+{
+    char s[MPI_MAX_ERROR_STRING];
+    int n = 0;
+    if (MPI_Error_string(rc, s, &n) != MPI_SUCCESS) {
+        snprintf(s, sizeof(s), "MPI error %d", rc);
+    }
+    return rig_err(err, "system: %s failed: %s", call, s);
+}
+
+bool rm_failed(const rig_remote *rm, char **err, const char *what)
+{
+    char *why = rig_job_failure(rm->job);
+    const char *w = why != NULL ? why : "failed: the job failed";
+    if (strncmp(w, "failed: ", 8) == 0) {
+        w += 8;
+    }
+    /* The job names ranks ("rank 2 died (pid ...)"); people name the
+     * machine too. */
+    int r = -1, used = 0;
+    const char *machine = NULL;
+    if (sscanf(w, "rank %d %n", &r, &used) == 1 && used > 0 && r > 0 &&
+        r < rm->size && rm->machines != NULL) {
+        machine = rm->machines[r].name;
+    }
+    if (machine != NULL) {
+        rig_err(err, "failed: %s: %s (machine %s)", what, w, machine);
+    } else {
+        rig_err(err, "failed: %s: %s", what, w);
+    }
+    free(why);
+    return false;
+}
+
+/* ---- abandoned memory ---------------------------------------------------- */
+
+/* Process-wide on purpose: MPI may write into a receive buffer of a
+ * request this layer gave up on after the layer itself is gone, so that
+ * memory must outlive every object of ours.  It is kept reachable here so
+ * that leak checkers do not count it; the process is ending anyway (a
+ * failed job cannot finalize MPI). */
+static pthread_mutex_t abandoned_lock = PTHREAD_MUTEX_INITIALIZER;
+static void **abandoned;
+static size_t nabandoned, abandoned_cap;
+
+void rm_abandon(void *buf)
+{
+    if (buf == NULL) {
+        return;
+    }
+    pthread_mutex_lock(&abandoned_lock);
+    if (nabandoned == abandoned_cap) {
+        size_t cap = abandoned_cap != 0 ? abandoned_cap * 2 : 16;
+        void **p = realloc(abandoned, cap * sizeof(*p));
+        if (p == NULL) {
+            pthread_mutex_unlock(&abandoned_lock);
+            return; /* unreachable then, but still never freed */
+        }
+        abandoned = p;
+        abandoned_cap = cap;
+    }
+    abandoned[nabandoned++] = buf;
+    pthread_mutex_unlock(&abandoned_lock);
+}
+
+/* ---- waits --------------------------------------------------------------- */
+
+bool rm_wait_all(rig_remote *rm, MPI_Request *reqs, int n, rm_pace pace,
+                 void **bufs, size_t nbufs, const char *what, char **err)
+{
+    rm_backoff b = {0};
+    uint32_t turn = 0;
+    for (;;) {
+        int flag = 0;
+        int rc = MPI_Testall(n, reqs, &flag, MPI_STATUSES_IGNORE);
+        if (rc != MPI_SUCCESS) {
+            /* A broken connection to a dead peer: the job's own detection
+             * names it, if it comes in time. */
+            uint64_t until = rig_now_ns() + 1000000000ull;
+            while (!rig_job_failed(rm->job) && rig_now_ns() < until) {
+                struct timespec ts = {0, 1000000};
+                nanosleep(&ts, NULL);
+            }
+            for (size_t i = 0; i < nbufs; i++) {
+                rm_abandon(bufs[i]);
+            }
+            if (rig_job_failed(rm->job)) {
+                return rm_failed(rm, err, what);
+            }
+            return rm_mpi_err(err, rc, "MPI_Testall");
+        }
+        if (flag) {
+            return true;
+        }
+        if (rig_job_failed(rm->job)) {
+            for (size_t i = 0; i < nbufs; i++) {
+                rm_abandon(bufs[i]);
+            }
+            return rm_failed(rm, err, what);
+        }
+        if (rm->rank == 0 && (++turn & 63u) == 0) {
+            rm_events_drain(rm);
+        }
+        rm_backoff_step(&b, pace);
+    }
+}
+
+/* ---- buffers ------------------------------------------------------------- */
+
+void rm_buf_put(rm_buf *b, const void *data, size_t len)
+{
+    if (b->oom || len == 0) {
+        return;
+    }
+    if (b->len + len > b->cap) {
+        size_t cap = b->cap != 0 ? b->cap : 256;
+        while (cap < b->len + len) {
+            cap *= 2;
+        }
+        uint8_t *p = realloc(b->p, cap);
+        if (p == NULL) {
+            b->oom = true;
+            return;
+        }
+        b->p = p;
+        b->cap = cap;
+    }
+    memcpy(b->p + b->len, data, len);
+    b->len += len;
+}
+
+void rm_buf_u32(rm_buf *b, uint32_t v)
+{
+    rm_buf_put(b, &v, sizeof(v));
+}
+
+void rm_buf_u64(rm_buf *b, uint64_t v)
+{
+    rm_buf_put(b, &v, sizeof(v));
+}
+
+void rm_buf_str(rm_buf *b, const char *s)
+{
+    size_t n = s != NULL ? strlen(s) : 0;
+    if (n > UINT32_MAX) {
+        b->oom = true;
+        return;
+    }
+    rm_buf_u32(b, (uint32_t)n);
+    rm_buf_put(b, s, n);
+}
+
+void rm_buf_free(rm_buf *b)
+{
+    free(b->p);
+    memset(b, 0, sizeof(*b));
+}
+
+bool rm_rd_get(rm_rd *r, void *out, size_t len)
+{
+    if (r->bad || len > r->len - r->at) {
+        r->bad = true;
+        memset(out, 0, len);
+        return false;
+    }
+    memcpy(out, r->p + r->at, len);
+    r->at += len;
+    return true;
+}
+
+uint32_t rm_rd_u32(rm_rd *r)
+{
+    uint32_t v = 0;
+    rm_rd_get(r, &v, sizeof(v));
+    return v;
+}
+
+uint64_t rm_rd_u64(rm_rd *r)
+{
+    uint64_t v = 0;
+    rm_rd_get(r, &v, sizeof(v));
+    return v;
+}
+
+char *rm_rd_str(rm_rd *r, size_t max)
+{
+    uint32_t n = rm_rd_u32(r);
+    if (r->bad || n > max || n > r->len - r->at) {
+        r->bad = true;
+        return NULL;
+    }
+    char *s = malloc((size_t)n + 1);
+    if (s == NULL) {
+        r->bad = true;
+        return NULL;
+    }
+    memcpy(s, r->p + r->at, n);
+    s[n] = '\0';
+    r->at += n;
+    if (memchr(s, '\0', n) != NULL) {
+        free(s);
+        r->bad = true;
+        return NULL;
+    }
+    return s;
+}
