@@ -9,8 +9,9 @@ dnl With --with-name=check (the default) or =yes:
 dnl   1. pkg-config: PKG_CHECK_MODULES(VAR, pkg-module >= min-version)
 dnl      (VAR_CFLAGS / VAR_LIBS given on the command line win, as usual);
 dnl   2. else the compiler's default paths (a system without pkg-config).
-dnl With --with-name=DIR: DIR/include with DIR/lib64, then DIR/lib (the
-dnl first that exists and links wins; pkg-config is not asked, the user named a DIR).
+dnl With --with-name=DIR: DIR/include with DIR/lib64, then DIR/lib, then
+dnl DIR/lib/<multiarch> (Debian's; the first that holds the library and
+dnl links wins; pkg-config is not asked, the user named a DIR).
 dnl Then the version gate: `gate`, a C preprocessor condition over the
 dnl header's own version macros, must hold whatever found the library, so
 dnl that a DIR or a stray default path cannot bring in an old release.
@@ -32,12 +33,20 @@ AC_DEFUN([RIG_CHECK_LIB], [
          rig_$1_where="pkg-config $3"],
         [AC_MSG_CHECKING([for $1 in the compiler's default paths])
          RIG_TRY_LIB([$1], [$2], [], [-l$6], [$5], [$7])
+         AS_IF([test "x$rig_have_$1" = xyes],
+           [rig_$1_where="default paths, -l$6"])
          AC_MSG_RESULT([$rig_have_$1])])],
-    [for rig_libdir in lib64 lib; do
-       dnl a missing DIR/lib64 would link through the default paths
-       test -d "$with_$1/$rig_libdir" || continue
+    [rig_multiarch=`$CC -print-multiarch 2>/dev/null`
+     for rig_libdir in lib64 lib ${rig_multiarch:+lib/$rig_multiarch}; do
+       dnl a DIR/lib64 without the library would link through the
+       dnl default paths and be taken for it
+       ls "$with_$1/$rig_libdir"/lib`echo "$6" | sed 's/ .*//'`.* \
+         >/dev/null 2>&1 || continue
        AC_MSG_CHECKING([for $1 in $with_$1/$rig_libdir])
-       RIG_TRY_LIB([$1], [$2], [-I$with_$1/include],
+       dnl -I/usr/include would reorder the system's own include path
+       rig_inc="-I$with_$1/include"
+       AS_IF([test "x$with_$1" = x/usr], [rig_inc=""])
+       RIG_TRY_LIB([$1], [$2], [$rig_inc],
          [-L$with_$1/$rig_libdir -l$6], [$5], [$7])
        AC_MSG_RESULT([$rig_have_$1])
        AS_IF([test "x$rig_have_$1" = xyes], [break])
@@ -82,7 +91,7 @@ AC_DEFUN([RIG_TRY_LIB], [
     [rig_have_$1=yes
      $2_CFLAGS="$3"
      $2_LIBS="$4"
-     rig_$1_where=m4_ifval([$3], ["$3 $4"], ["default paths, $4"])])
+     rig_$1_where="$3 $4"])
   CPPFLAGS="$rig_save_CPPFLAGS"; LIBS="$rig_save_LIBS"
 ])
 

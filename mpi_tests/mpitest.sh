@@ -62,14 +62,14 @@ case $RIG_MPI_FLAVOR in
         launch_opt() {
             case $1 in
                 # Open MPI's way of letting survivors live on after a rank
-                # dies; Hydra's is to not clean the other ranks up.
-                # Hydra's nearest, -disable-auto-cleanup, leaves them
-                # running, but the job's status is then the killed rank's
-                # (9) whatever the survivors did, and in some runs the
-                # survivors end with it before they report: their verdict
-                # cannot be read, so the run is skipped for that reason.
+                # dies.  Hydra's nearest, -disable-auto-cleanup, leaves them
+                # running, but MPICH 4.0 (ch4:ucx) kills a survivor as
+                # soon as it makes an MPI call that involves the dead rank
+                # (rig_job_close is collective), MPIR_CVAR_ENABLE_FT=1 or
+                # not, and the job's status is the killed rank's (9): the
+                # survivors' verdict cannot be had, so the run is skipped.
                 --enable-recovery)
-                    launch_skip="MPICH's Hydra cannot keep survivors of a killed rank alive and report their outcome (-disable-auto-cleanup: the job's status is the killed rank's, and survivors may end with it); Open MPI's --enable-recovery can"
+                    launch_skip="MPICH 4.0 kills survivors of a killed rank at their next MPI call that involves it (rig_job_close is collective; -disable-auto-cleanup and MPIR_CVAR_ENABLE_FT=1 do not help), and Hydra's status is the killed rank's: no equivalent of Open MPI's --enable-recovery"
                     ;;
                 *) launch="$launch $1" ;;
             esac
