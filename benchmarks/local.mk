@@ -16,7 +16,11 @@ RIG_BENCH_CPPFLAGS = $(RIG_ABI_CPPFLAGS) $(MPI_CFLAGS) $(UCX_CFLAGS) \
 RIG_BENCH_LDADD = benchmarks/libbench.la src/librig.la $(MPI_LIBS) \
 	$(UCX_LIBS) $(HWLOC_LIBS)
 
-noinst_PROGRAMS += benchmarks/rig_osu_latency benchmarks/rig_osu_bw \
+# Installed as OSU installs its programs, under libexec, not on PATH:
+# $(libexecdir)/rig/rig_osu_*, with run.sh beside them as rig_osu_run
+# (rig_osu(1)).
+benchexecdir = $(pkglibexecdir)
+benchexec_PROGRAMS = benchmarks/rig_osu_latency benchmarks/rig_osu_bw \
 	benchmarks/rig_osu_bibw benchmarks/rig_osu_mr benchmarks/rig_osu_multi \
 	benchmarks/rig_osu_ready
 
@@ -55,8 +59,21 @@ benchmarks_rig_osu_ready_CPPFLAGS = $(RIG_BENCH_CPPFLAGS)
 benchmarks_rig_osu_ready_CFLAGS = $(RIG_CFLAGS)
 benchmarks_rig_osu_ready_LDADD = $(RIG_BENCH_LDADD)
 benchmarks_rig_osu_ready_LDFLAGS = $(RIG_LDFLAGS)
+
+RIG_OSU_RUN = rig_osu_run
 endif
 dist_noinst_SCRIPTS += benchmarks/run.sh
+# run.sh beside the programs (a build without MPI has none).
+install-exec-local: install-rig-osu-run
+uninstall-local: uninstall-rig-osu-run
+install-rig-osu-run:
+	@if test -n "$(RIG_OSU_RUN)"; then \
+	  $(MKDIR_P) '$(DESTDIR)$(pkglibexecdir)' && \
+	  echo " $(INSTALL_SCRIPT) run.sh $(pkglibexecdir)/$(RIG_OSU_RUN)" && \
+	  $(INSTALL_SCRIPT) $(srcdir)/benchmarks/run.sh \
+	    '$(DESTDIR)$(pkglibexecdir)/$(RIG_OSU_RUN)'; fi
+uninstall-rig-osu-run:
+	rm -f '$(DESTDIR)$(pkglibexecdir)/rig_osu_run'
 EXTRA_DIST += benchmarks/README.md
 
 # The controller (rig/remote.h): images and loads beside bare MPI and the

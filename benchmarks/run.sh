@@ -6,13 +6,28 @@
 # and PNG plots, and prints the tables.
 #
 # Usage: bash benchmarks/run.sh [BUILD_DIR]   (default _build/quickstart)
+#        $(libexecdir)/rig/rig_osu_run        (installed: the programs beside it)
 # Settings: RESULTS_DIR (default benchmarks/results), MPIRUN (default
 # mpirun), QUICK=1 (fewer iterations: a smoke run, not for the record).
 set -euo pipefail
 
-top=$(cd "$(dirname "$0")/.." && pwd)
-build=$(cd "${1:-$top/_build/quickstart}" && pwd)
-bin=$build/benchmarks
+# Where the programs are: given a BUILD_DIR, its benchmarks/; run as the
+# installed $(libexecdir)/rig/rig_osu_run, the programs beside it (results
+# then go to ./rig-results unless RESULTS_DIR says otherwise); else the
+# quick start's build tree.
+here=$(cd "$(dirname "$0")" && pwd)
+if [ $# -eq 0 ] && [ -x "$here/rig_osu_latency" ]; then
+    top=$PWD
+    bin=$here
+    : "${RESULTS_DIR:=$PWD/rig-results}"
+    build=$(cd "$here/../.." && pwd)     # the prefix, as the report names it
+    rig_info=$build/bin/rig_info
+else
+    top=$(cd "$here/.." && pwd)
+    build=$(cd "${1:-$top/_build/quickstart}" && pwd)
+    bin=$build/benchmarks
+    rig_info=$build/tools/rig_info
+fi
 for b in latency bw bibw mr multi ready; do
     if [ ! -x "$bin/rig_osu_$b" ]; then
         echo "run.sh: missing: $bin/rig_osu_$b (build with MPI first)" >&2
@@ -304,7 +319,7 @@ plot "$tmp/rails.dat" "$results/$name-rails.png" \
     echo "rig_info:"
     echo
     echo '```'
-    "$build/tools/rig_info" 2>&1 || true
+    "$rig_info" 2>&1 || true
     echo '```'
 } >"$md"
 

@@ -45,10 +45,16 @@ static void test_open_errors(void)
     char *saved = env != NULL ? strdup(env) : NULL;
     unsetenv("RIG_TRANSPORT");
     o.transport = "mpi";
+#ifdef MPICH_VERSION
+    /* MPICH cannot carry it (src/rail/mpi_rma.c): refused, naming MPICH. */
+    T_ERR(rig_job_open(MPI_COMM_WORLD, &o, &job, &t_err),
+          "unsupported:", "MPICH", NULL);
+#else
     T_OK(rig_job_open(MPI_COMM_WORLD, &o, &job, &t_err));
     T_ASSERT(!rig_job_failed(job));
     rig_job_close(job);
     job = NULL;
+#endif
     o.transport = "carrier-pigeon";
     T_ERR(rig_job_open(MPI_COMM_WORLD, &o, &job, &t_err),
           "invalid:", "carrier-pigeon", NULL);
@@ -255,8 +261,22 @@ static void test_numa(rig_job *job)
     rig_rail_release(r);
 }
 
+/* Whether the MPI caps the regions of a dynamic window: Open MPI's osc
+ * rdma has osc_rdma_max_attach (64 by default); MPICH has no such cap. */
+static bool mpi_caps_attach(void)
+{
+    int provided, idx;
+    bool caps = false;
+    if (MPI_T_init_thread(MPI_THREAD_SINGLE, &provided) == MPI_SUCCESS) {
+        caps = MPI_T_cvar_get_index("osc_rdma_max_attach", &idx) == MPI_SUCCESS;
+        MPI_T_finalize();
+    }
+    return caps;
+}
+
 /* Run at Open MPI's default osc_rdma_max_attach (64): rails past it work
- * but their ends are not in the window, and nothing hangs. */
+ * but their ends are not in the window, and nothing hangs.  Under an MPI
+ * without the cap every end is in the window. */
 static void test_attach_limit(rig_job *job)
 {
     enum { N = 70 };
@@ -271,8 +291,13 @@ static void test_attach_limit(rig_job *job)
     }
     rig_job_peer_end pe;
     T_OK(rig_job_rail_disp(job, rails[0], &pe, &t_err));
-    T_ERR(rig_job_rail_disp(job, rails[N - 1], &pe, &t_err),
-          "unsupported:", "not attached", NULL);
+    bool caps = mpi_caps_attach();
+    if (caps) {
+        T_ERR(rig_job_rail_disp(job, rails[N - 1], &pe, &t_err),
+              "unsupported:", "not attached", NULL);
+    } else {
+        T_OK(rig_job_rail_disp(job, rails[N - 1], &pe, &t_err));
+    }
     rig_end *e = rig_rail_local(rails[N - 1]);
     t_fill(rig_end_outbound(e).base, 8, 2, (unsigned)rank);
     rig_end_ready(e, 1);
@@ -284,7 +309,11 @@ static void test_attach_limit(rig_job *job)
         rig_rail_release(rails[i]);
     }
     if (rank == 0) {
-        printf("ok: ends past the window's attach limit still carry\n");
+        if (caps) {
+            printf("ok: ends past the window's attach limit still carry\n");
+        } else {
+            printf("ok: %d ends in the window (no attach limit here)\n", N);
+        }
     }
 }
 
@@ -462,9 +491,10 @@ int main(int argc, char **argv)
     if (rank == 0) {
         T_OK(rig_transport_info(stdout, &t_err));
     }
+    rig_job *job = t_job_open();
+    rig_job_close(job);
     test_open_errors();
-    rig_job *job;
-    T_OK(rig_job_open(MPI_COMM_WORLD, NULL, &job, &t_err));
+    job = t_job_open();
     T_EQ(rig_job_rank(job), rank);
     T_EQ(rig_job_size(job), size);
     test_rail_args(job);

@@ -556,7 +556,7 @@ int main(int argc, char **argv)
         MPI_Finalize();
         return 0;
     }
-    T_OK(rig_job_open(MPI_COMM_WORLD, NULL, &job, &t_err));
+    job = t_job_open();
     test_ready_fn_and_window();
     test_pingpong();
     test_random();

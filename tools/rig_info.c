@@ -29,8 +29,9 @@ static void print_build(void)
     printf("rig %s\n\nbuild:\n", rig_version());
 #ifdef RIG_HAVE_RAILS
     printf("  rails (MPI + UCX):  yes\n");
-    printf("  MPI:                %s\n", RIG_MPI_VERSION);
-    printf("  mpirun:             %s\n", RIG_MPIRUN);
+    printf("  MPI:                %s (MPI %s, at configure time)\n",
+           RIG_MPI_VERSION, RIG_MPI_STANDARD);
+    printf("  launcher:           %s\n", RIG_MPIRUN);
     printf("  UCX:                %s\n", RIG_UCX_VERSION);
 #else
     printf("  rails (MPI + UCX):  no (built --without-mpi)\n");
@@ -58,6 +59,73 @@ static void print_build(void)
     printf("  wasm2c:             no\n");
 #endif
 }
+
+#ifdef RIG_HAVE_RAILS
+/* Open MPI's osc rdma caps the regions of a dynamic window; 0: no cap. */
+static unsigned attach_cap(void)
+{
+    unsigned cap = 0;
+    int provided, idx, count;
+    MPI_T_cvar_handle h;
+    if (MPI_T_init_thread(MPI_THREAD_SINGLE, &provided) != MPI_SUCCESS) {
+        return 0;
+    }
+    if (MPI_T_cvar_get_index("osc_rdma_max_attach", &idx) == MPI_SUCCESS &&
+        MPI_T_cvar_handle_alloc(idx, NULL, &h, &count) == MPI_SUCCESS) {
+        uint64_t v[2] = {0, 0}; /* an unsigned int, read little or big */
+        if (count == 1 && MPI_T_cvar_read(h, v) == MPI_SUCCESS) {
+            memcpy(&cap, v, sizeof(cap));
+        }
+        MPI_T_cvar_handle_free(&h);
+    }
+    MPI_T_finalize();
+    return cap;
+}
+
+/* Which MPI this process runs on (MPI_Get_library_version may be called
+ * before MPI_Init) and what rig gets from it. */
+static void print_mpi(void)
+{
+    char v[MPI_MAX_LIBRARY_VERSION_STRING];
+    int n = 0;
+    if (MPI_Get_library_version(v, &n) != MPI_SUCCESS) {
+        snprintf(v, sizeof(v), "?");
+    }
+    v[strcspn(v, "\n,")] = '\0';
+    for (char *c = v; *c != '\0'; c++) {
+        *c = *c == '\t' ? ' ' : *c; /* MPICH's "Version:<tab>4.0.2" */
+    }
+    printf("\nMPI (what this process runs on):\n");
+    printf("  library:            %s\n", v);
+    printf("  standard:           %d.%d\n", MPI_VERSION, MPI_SUBVERSION);
+    unsigned cap = attach_cap();
+    if (cap > 0) {
+        printf("  windows:            dynamic, at most %u attached regions "
+               "(osc_rdma_max_attach; the job's window holds that many "
+               "ends)\n",
+               cap);
+    } else {
+        printf("  windows:            dynamic, no cap on attached regions\n");
+    }
+#if defined(OPEN_MPI)
+    printf("  fault tolerance:    a dead rank ends the job unless mpirun "
+           "--enable-recovery;\n"
+           "                      rig fails every end either way\n");
+    printf("  RIG_TRANSPORT=mpi:  yes (osc rdma and sm complete without "
+           "the target)\n");
+#elif defined(MPICH_VERSION)
+    printf("  fault tolerance:    a dead rank ends the job (Hydra; "
+           "-disable-auto-cleanup keeps\n"
+           "                      survivors, whose outcome it does not "
+           "report); rig fails every end\n");
+    printf("  RIG_TRANSPORT=mpi:  unsupported (MPICH's accumulates wait "
+           "for the target's progress)\n");
+#else
+    printf("  fault tolerance:    unknown MPI; rig fails every end when a "
+           "peer dies\n");
+#endif
+}
+#endif
 
 static int print_machine(void)
 {
@@ -161,6 +229,9 @@ int main(int argc, char **argv)
         return 2;
     }
     print_build();
+#ifdef RIG_HAVE_RAILS
+    print_mpi();
+#endif
     if (print_machine() != 0) {
         return 1;
     }

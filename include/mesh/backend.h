@@ -47,6 +47,7 @@
 
 #include "mesh/abi/backend.h"
 #include "mesh/abi/control_block.h"
+#include "mesh/paths.h"
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -61,8 +62,8 @@ typedef enum {
     MESH_ISOLATION_MODE_MPS
 } mesh_isolation_mode;
 
-/* nvJitLink's default dir (`--nvjitlink`). */
-#define MESH_NVJITLINK_DIR "/usr/local/cuda/lib64"
+/* nvJitLink's default dir (`--nvjitlink`), MESH_NVJITLINK_DIR: the toolkit
+ * configure found, recorded in the generated mesh/paths.h. */
 /* A blink scope that halts nothing (no program sits in it): PROG_SLOTS. */
 #define MESH_NO_SLOT 32u
 _Static_assert(MESH_NO_SLOT == MESH_PROG_SLOTS, "MESH_NO_SLOT is PROG_SLOTS");

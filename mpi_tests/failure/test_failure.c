@@ -293,7 +293,7 @@ int main(int argc, char **argv)
         MPI_Finalize();
         return 1;
     }
-    T_OK(rig_job_open(MPI_COMM_WORLD, NULL, &job, &t_err));
+    job = t_job_open();
     int rc;
     if (strcmp(mode, "--kill") == 0) {
         rc = test_kill();

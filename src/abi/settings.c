@@ -3,6 +3,8 @@
  * docs.  A layer that reads a new variable lists it here. */
 #include "rig/settings.h"
 
+#include "mesh/paths.h"
+
 static const rig_setting settings[] = {
     /* every layer */
     {"RIG_LOG", "warn", "log level: error, warn, info or debug"},
@@ -27,7 +29,7 @@ static const rig_setting settings[] = {
     {"RIG_MESH_CUDA_ISOLATION", "blink", "CUDA isolation: blink or mps"},
     {"RIG_MESH_CUDA_WORKER", "$(pkglibexecdir)/rig-cuda-worker",
      "the MPS worker program"},
-    {"MESH_NVJITLINK_DIR", "/usr/local/cuda/lib64",
+    {"MESH_NVJITLINK_DIR", MESH_NVJITLINK_DIR,
      "where libnvJitLink.so is loaded from"},
     {"RIG_WASM_CORES", "0", "cores lease lanes may use (0: all)"},
     {"RIG_WASM_CACHE", "$XDG_CACHE_HOME/rig/wasm",
