@@ -3,7 +3,7 @@
 if RIG_RAILS
 noinst_LTLIBRARIES += src/job/libjob.la
 src_job_libjob_la_SOURCES = src/job/job.c
-src_job_libjob_la_CPPFLAGS = $(RIG_ABI_CPPFLAGS) -I$(top_srcdir)/src/abi \
+src_job_libjob_la_CPPFLAGS = $(RIG_ABI_CPPFLAGS) -I$(top_srcdir)/src/util \
 	-I$(top_srcdir)/src/rail $(MPI_CFLAGS) $(UCX_CFLAGS) $(HWLOC_CFLAGS)
 src_job_libjob_la_CFLAGS = $(RIG_CFLAGS)
 src_librig_la_LIBADD += src/job/libjob.la

@@ -3,7 +3,7 @@
 #include "mesh/backend.h"
 #include "mesh/executors.h"
 
-#include "../abi/util_internal.h"
+#include "../util/util_internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -3,7 +3,7 @@
 #include "mesh/loader.h"
 #include "mesh/backend.h"
 
-#include "../abi/util_internal.h"
+#include "../util/util_internal.h"
 
 #include <dirent.h>
 #include <errno.h>

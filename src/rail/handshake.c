@@ -4,7 +4,7 @@
  * a-time wake and what it must carry, and the barrier of closing. */
 #include "rail_internal.h"
 
-#include "../abi/util_internal.h"
+#include "../util/util_internal.h"
 
 #include <string.h>
 

@@ -16,7 +16,7 @@ src_rail_librail_la_SOURCES = \
 	src/rail/cuda.c \
 	src/rail/mpi_rma.h \
 	src/rail/mpi_rma.c
-src_rail_librail_la_CPPFLAGS = $(RIG_ABI_CPPFLAGS) -I$(top_srcdir)/src/abi \
+src_rail_librail_la_CPPFLAGS = $(RIG_ABI_CPPFLAGS) -I$(top_srcdir)/src/util \
 	$(MPI_CFLAGS) $(UCX_CFLAGS) $(HWLOC_CFLAGS) $(CUDA_CFLAGS)
 src_rail_librail_la_CFLAGS = $(RIG_CFLAGS)
 src_librig_la_LIBADD += src/rail/librail.la $(UCX_LIBS) $(HWLOC_LIBS) \

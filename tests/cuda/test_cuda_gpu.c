@@ -8,7 +8,7 @@
  * tree's catalog of the examples (CUDA_CATALOG_DIR). */
 #include "mesh/cuda/cuda_internal.h"
 
-#include "abi/util_internal.h"
+#include "util/util_internal.h"
 
 #include "mesh/driver.h"
 #include "mesh/mesh_internal.h"

@@ -40,7 +40,7 @@
  *   RIG_MESH_CUDA_SMS (a green context) is refused with it. */
 #include "cuda_mps_internal.h"
 
-#include "../../abi/util_internal.h"
+#include "../../util/util_internal.h"
 #include "../mesh_internal.h"
 
 #include <errno.h>

@@ -43,7 +43,7 @@
  *   it with no program running). */
 #include "cuda_mps_internal.h"
 
-#include "../../abi/util_internal.h"
+#include "../../util/util_internal.h"
 #include "../child_internal.h"
 
 #include <dirent.h>

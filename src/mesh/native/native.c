@@ -25,7 +25,7 @@
 
 #include "mesh/backend.h"
 
-#include "../../abi/util_internal.h"
+#include "../../util/util_internal.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -10,7 +10,7 @@
  * past RIG_WASM_COMPILE_TIMEOUT_MS; its output is the error's text. */
 #include "wasm_internal.h"
 
-#include "../../abi/util_internal.h"
+#include "../../util/util_internal.h"
 
 #include "config.h"
 #include "mesh/wasm.h"

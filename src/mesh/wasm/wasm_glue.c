@@ -11,7 +11,7 @@
  * to the handler that was there before. */
 #include "wasm_internal.h"
 
-#include "../../abi/util_internal.h"
+#include "../../util/util_internal.h"
 
 #include <errno.h>
 #include <stdlib.h>
