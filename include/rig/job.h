@@ -62,6 +62,7 @@
 #define RIG_JOB_H
 
 #include <rig/api.h>
+#include <rig/provider.h>
 #include <rig/remote_abi.h>
 
 #include <mpi.h>
@@ -75,13 +76,6 @@ extern "C" {
 #endif
 
 typedef struct rig_job rig_job;
-
-/* A setting that may be on, off, or decided by what the machine offers. */
-typedef enum {
-    RIG_AUTO = 0, /* the default: on when the machine supports it */
-    RIG_OFF = 1,
-    RIG_ON = 2 /* on, and an error when the machine does not support it */
-} rig_switch;
 
 /* Options of rig_job_open; rig_job_options_init fills the defaults.  Each
  * is overridden by its environment variable (named beside it) when set. */

@@ -92,4 +92,20 @@
 
 #include <rig/remote_abi.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* A setting of a provider (and of a job, rig/job.h) that may be on, off,
+ * or decided by what the machine offers. */
+typedef enum {
+    RIG_AUTO = 0, /* the default: on when the machine supports it */
+    RIG_OFF = 1,
+    RIG_ON = 2 /* on, and an error when the machine does not support it */
+} rig_switch;
+
+#ifdef __cplusplus
+}
+#endif
+
 #endif

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* Failure of a job's transport: watching peers, telling every rank.
+/* Failure of the UCX transport: failing, watching peers, telling every
+ * rank.
  *
  * Detection.  A peer on the same node (same boot id and PID namespace) is
  * watched through a pidfd in the progress thread's epoll: its death wakes
@@ -20,44 +21,20 @@
  * a message latency, whether or not it shares a rail with the origin.  A
  * rank that learns of a failure this way does not send it on. */
 #include "ucx_internal.h"
-#include "util_internal.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
-#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #define RIG_AM_FAIL 0x7267 /* "rg": the failure message */
 #define RIG_FAIL_MSG_MAX 512
-
-void rig_node_key(char *out, size_t len)
-{
-    char boot[64] = "?";
-    FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
-    if (f != NULL) {
-        if (fgets(boot, sizeof(boot), f) == NULL) {
-            snprintf(boot, sizeof(boot), "?");
-        }
-        fclose(f);
-        boot[strcspn(boot, "\n")] = '\0';
-    }
-    struct stat st;
-    unsigned long long ns = 0;
-    if (stat("/proc/self/ns/pid", &st) == 0) {
-        ns = (unsigned long long)st.st_ino;
-    }
-    char host[64] = {0};
-    if (gethostname(host, sizeof(host) - 1) != 0) {
-        snprintf(host, sizeof(host), "?");
-    }
-    snprintf(out, len, "%s/%llx/%s", boot, ns, host);
-}
 
 bool rig_fail_config(ucp_config_t *cfg, uint64_t keepalive_ms, char **err)
 {
@@ -72,7 +49,6 @@ bool rig_fail_config(ucp_config_t *cfg, uint64_t keepalive_ms, char **err)
     }
     /* TCP keepalive is an interface setting, read from the environment by
      * ucp_init (see context_make); a user's own value wins. */
-    snprintf(v, sizeof(v), "%llums", (unsigned long long)keepalive_ms);
     setenv("UCX_TCP_KEEPIDLE", v, 0);
     setenv("UCX_TCP_KEEPINTVL", v, 0);
     return true;
@@ -138,7 +114,9 @@ bool rig_fail_init(rig_ucx *u, char **err)
     return true;
 }
 
-void rig_fail_broadcast(rig_ucx *u, const char *why)
+/* Sends why to every rank but this one and the dead, waiting (at most 1 s)
+ * for the sends.  List and worker locks held. */
+static void broadcast(rig_ucx *u, const char *why)
 {
     char msg[sizeof(int32_t) + RIG_FAIL_MSG_MAX];
     int32_t gone = (int32_t)atomic_load(&u->gone);
@@ -215,12 +193,13 @@ static void peer_died(rig_ucx *u, int r)
     char why[160];
     snprintf(why, sizeof(why), "failed: rank %d died (pid %d, seen by rank %d)",
              r, (int)u->pid[r], u->rank);
-    rig_ucx_fail(u, why);
+    rig_ucx_fail(&u->super, why);
 }
 
-bool rig_ucx_watch(rig_ucx *u, const int32_t *pids, const bool *local,
-                   char **err)
+bool rig_fail_watch(rig_ucx *u, const rig_transport_wiring *w, char **err)
 {
+    const int32_t *pids = w->pid;
+    const bool *local = w->local;
     u->pid = calloc((size_t)u->size, sizeof(*u->pid));
     u->pidfd = calloc((size_t)u->size, sizeof(*u->pidfd));
     u->dead = calloc((size_t)u->size, sizeof(*u->dead));
@@ -267,13 +246,13 @@ bool rig_ucx_watch(rig_ucx *u, const int32_t *pids, const bool *local,
     /* Endpoints to every peer now: UCX polls (and keeps alive) only the
      * interfaces its endpoints use, and the failure message must reach a
      * rank that has no rail with its sender. */
-    pthread_mutex_lock(&u->worker_lock);
+    rig_lock(&u->worker_lock, UCX_LOCK_WORKER);
     bool ok = true;
     for (int r = 0; r < u->size && ok; r++) {
         ucp_ep_h ep;
         ok = r == u->rank || rig_ucx_ep(u, r, &ep, err);
     }
-    pthread_mutex_unlock(&u->worker_lock);
+    rig_unlock(&u->worker_lock, UCX_LOCK_WORKER);
     return ok;
 }
 
@@ -322,13 +301,146 @@ void rig_fail_unwatch(rig_ucx *u)
     u->dead = NULL;
 }
 
+/* ---- failing ------------------------------------------------------------- */
+
 void rig_ucx_left(rig_ucx *u, int rank)
 {
     int none = -1;
     atomic_compare_exchange_strong(&u->gone, &none, rank);
 }
 
-int rig_ucx_gone(const rig_ucx *u)
+int rig_ucx_gone(rig_transport *t)
 {
-    return atomic_load(&((rig_ucx *)u)->gone);
+    return atomic_load(&rig_ucx_of(t)->gone);
+}
+
+/* origin: the failure starts here (not told by a peer), so every rank is
+ * told of it. */
+static void fail_from(rig_ucx *u, const char *why, bool origin)
+{
+    rig_lock(&u->list_lock, UCX_LOCK_LIST);
+    if (!atomic_load(&u->failed)) {
+        u->fail_why = strdup(why != NULL ? why : "failed: rig_job_fail");
+        u->fail_origin = origin;
+        atomic_store(&u->told, false);
+        atomic_store(&u->failed, true);
+        rig_log(RIG_LOG_WARN, "rank %d: the job failed: %s", u->rank,
+                u->fail_why != NULL ? u->fail_why : "(nomem)");
+    }
+    for (rig_uend *e = u->ends; e != NULL; e = e->next) {
+        if (e->held) {
+            rig_end_fail(e->end);
+        }
+    }
+    rig_unlock(&u->list_lock, UCX_LOCK_LIST);
+    atomic_store(&u->tell_peers, true);
+    rig_ucx_kick(u);
+}
+
+void rig_ucx_fail(rig_transport *t, const char *why)
+{
+    fail_from(rig_ucx_of(t), why, true);
+}
+
+const char *rig_ucx_failed(rig_transport *t)
+{
+    rig_ucx *u = rig_ucx_of(t);
+    if (!atomic_load(&u->failed)) {
+        return NULL;
+    }
+    return u->fail_why != NULL ? u->fail_why : "failed: the job failed";
+}
+
+void rig_ucx_flush_fail(rig_ucx *u)
+{
+    uint64_t until = rig_now_ns() + 1000000000ull;
+    rig_backoff b = {0};
+    while (!atomic_load(&u->told) && rig_now_ns() < until) {
+        rig_backoff_step(&b);
+    }
+}
+
+void rig_ucx_finalize(rig_transport *t, const char *why)
+{
+    rig_ucx *u = rig_ucx_of(t);
+    rig_ucx_left(u, u->rank);
+    rig_ucx_fail(t, why);
+    rig_ucx_flush_fail(u);
+}
+
+/* Endpoint errors and failed puts arrive inside ucp_worker_progress, under
+ * the worker lock and possibly on a thread in a wake: the failure is
+ * handed to the progress thread (failing takes the list lock, which comes
+ * first). */
+static void fail_later(rig_ucx *u, char *why)
+{
+    char *none = NULL;
+    if (why == NULL ||
+        !atomic_compare_exchange_strong(&u->pending_why, &none, why)) {
+        free(why);
+    }
+    rig_ucx_kick(u);
+}
+
+void rig_ucx_fail_later(rig_ucx *u, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    char *why = NULL;
+    if (vasprintf(&why, fmt, ap) < 0) {
+        why = NULL;
+    }
+    va_end(ap);
+    fail_later(u, why != NULL ? why : strdup("failed: a put failed"));
+}
+
+/* Tells the peers of every end that the job failed, and every rank when
+ * the failure started here. */
+static void tell_peers(rig_ucx *u)
+{
+    rig_lock(&u->list_lock, UCX_LOCK_LIST);
+    rig_lock(&u->worker_lock, UCX_LOCK_WORKER);
+    for (rig_uend *e = u->ends; e != NULL; e = e->next) {
+        if (e->in_job && e->rkey != NULL) {
+            rig_uend_fail_peer(e);
+        }
+    }
+    /* fail_why and fail_origin are set once, before tell_peers. */
+    if (u->fail_origin && !atomic_load(&u->closing)) {
+        broadcast(u,
+                  u->fail_why != NULL ? u->fail_why : "failed: the job failed");
+    }
+    rig_unlock(&u->worker_lock, UCX_LOCK_WORKER);
+    rig_unlock(&u->list_lock, UCX_LOCK_LIST);
+    atomic_store(&u->told, true);
+}
+
+bool rig_fail_progress(rig_ucx *u)
+{
+    char *why = atomic_exchange(&u->pending_why, NULL);
+    if (why != NULL) {
+        fail_from(u, why, true);
+        free(why);
+    }
+    why = atomic_exchange(&u->pending_remote, NULL);
+    if (why != NULL) {
+        fail_from(u, why, false);
+        free(why);
+    }
+    if (atomic_exchange(&u->tell_peers, false)) {
+        tell_peers(u);
+        return true;
+    }
+    return false;
+}
+
+void rig_fail_refail(rig_ucx *u)
+{
+    rig_lock(&u->list_lock, UCX_LOCK_LIST);
+    for (rig_uend *e = u->ends; e != NULL; e = e->next) {
+        if (e->held) {
+            rig_end_fail(e->end);
+        }
+    }
+    rig_unlock(&u->list_lock, UCX_LOCK_LIST);
 }

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* The UCX transport of a job: context, worker, endpoints, progress thread,
- * failure and closing.
+/* The UCX transport of a job: context, worker, endpoints, opening,
+ * wiring, stopping, closing, rig_info and the ops table.
  *
  * One context and one worker per job, in UCS_THREAD_MODE_SERIALIZED: rig's
  * worker lock serialises every UCX call, which the mapped fast path never
@@ -8,23 +8,13 @@
  * reported; UCX 1.13 then drops its shared-memory lanes unless
  * SYSV_ERROR_HANDLING and POSIX_ERROR_HANDLING are set, which rig sets in
  * the environment before ucp_init unless the user set them (setenv: job
- * open is collective and runs before the job's threads exist).
- *
- * The progress thread sleeps in epoll on the worker's event fd and an
- * eventfd whenever no put is outstanding (ucp_worker_arm): an idle job uses
- * no CPU.  While puts are outstanding it progresses the worker with backoff
- * (spin, yield, sleep); it also serves transports whose target must
- * progress (TCP), tells peers of a failure and re-raises failed counts. */
+ * open is collective and runs before the job's threads exist). */
 #include "ucx_internal.h"
-#include "util_internal.h"
 
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/epoll.h>
-#include <sys/eventfd.h>
 #include <unistd.h>
 
 const char *rig_ucs_str(ucs_status_t st)
@@ -32,76 +22,20 @@ const char *rig_ucs_str(ucs_status_t st)
     return ucs_status_string(st);
 }
 
-/* ---- settings ------------------------------------------------------------ */
+/* ---- settings and configuration ------------------------------------------ */
 
-static bool parse_switch(const char *name, rig_switch *v, char **err)
+/* RIG_KEEPALIVE_MS, the transport's own setting. */
+static bool keepalive_resolve(uint64_t *out, char **err)
 {
-    const char *s = getenv(name);
-    if (s == NULL || s[0] == '\0') {
-        return true;
-    }
-    if (strcmp(s, "auto") == 0) {
-        *v = RIG_AUTO;
-    } else if (strcmp(s, "on") == 0 || strcmp(s, "y") == 0 ||
-               strcmp(s, "yes") == 0 || strcmp(s, "1") == 0) {
-        *v = RIG_ON;
-    } else if (strcmp(s, "off") == 0 || strcmp(s, "n") == 0 ||
-               strcmp(s, "no") == 0 || strcmp(s, "0") == 0) {
-        *v = RIG_OFF;
-    } else {
-        return rig_err(err, "invalid: %s=%s is not auto, on or off", name, s);
-    }
-    return true;
-}
-
-static bool switch_ok(rig_switch v)
-{
-    return v == RIG_AUTO || v == RIG_OFF || v == RIG_ON;
-}
-
-bool rig_rail_settings_resolve(const rig_job_options *opt,
-                               rig_rail_settings *out, char **err)
-{
-    rig_job_options o;
-    if (opt != NULL) {
-        o = *opt;
-    } else {
-        rig_job_options_init(&o);
-    }
-    if (!switch_ok(o.numa) || !switch_ok(o.cuda) || !switch_ok(o.shm_stores)) {
-        return rig_err(err,
-                       "invalid: rig_job_options.%s is not a switch "
-                       "(RIG_AUTO, RIG_OFF or RIG_ON)",
-                       !switch_ok(o.numa)   ? "numa"
-                       : !switch_ok(o.cuda) ? "cuda"
-                                            : "shm_stores");
-    }
-    const char *t =
-        rig_env_str("RIG_TRANSPORT", o.transport != NULL ? o.transport : "ucx");
-    if (strcmp(t, "ucx") != 0 && strcmp(t, "mpi") != 0) {
-        const char *env = getenv("RIG_TRANSPORT");
-        return rig_err(
-            err, "invalid: %s \"%s\" is not \"ucx\" or \"mpi\"",
-            env != NULL && env[0] != '\0' ? "RIG_TRANSPORT" : "transport", t);
-    }
-    out->mpi = strcmp(t, "mpi") == 0;
-    if (!parse_switch("RIG_NUMA", &o.numa, err) ||
-        !parse_switch("RIG_CUDA", &o.cuda, err) ||
-        !parse_switch("RIG_SHM_STORES", &o.shm_stores, err)) {
+    if (!rig_env_u64("RIG_KEEPALIVE_MS", 500, out, err)) {
         return false;
     }
-    if (!rig_env_u64("RIG_KEEPALIVE_MS", 500, &out->keepalive_ms, err)) {
-        return false;
-    }
-    if (out->keepalive_ms == 0 || out->keepalive_ms > 3600000) {
+    if (*out == 0 || *out > 3600000) {
         return rig_err(err,
                        "invalid: RIG_KEEPALIVE_MS=%llu is not in [1, "
                        "3600000]",
-                       (unsigned long long)out->keepalive_ms);
+                       (unsigned long long)*out);
     }
-    out->numa = o.numa;
-    out->cuda = o.cuda;
-    out->shm_stores = o.shm_stores;
     return true;
 }
 
@@ -207,157 +141,7 @@ static bool topology_load(hwloc_topology_t *out, char **err)
     return true;
 }
 
-/* ---- the progress thread ------------------------------------------------- */
-
-void rig_ucx_kick(rig_ucx *u)
-{
-    uint64_t one = 1;
-    ssize_t n = write(u->eventfd, &one, sizeof(one));
-    (void)n; /* a full counter already wakes the thread */
-}
-
-/* Tells the peers of every end that the job failed, then re-raises the
- * local ends: a put that was in flight when they failed may have lowered a
- * count at this end. */
-static void tell_peers(rig_ucx *u)
-{
-    pthread_mutex_lock(&u->list_lock);
-    pthread_mutex_lock(&u->worker_lock);
-    for (rig_uend *e = u->ends; e != NULL; e = e->next) {
-        if (e->in_job && e->rkey != NULL) {
-            rig_uend_tell_failed(e);
-        }
-    }
-    /* fail_why and fail_origin are set once, before tell_peers. */
-    if (u->fail_origin && !atomic_load(&u->closing)) {
-        rig_fail_broadcast(u, u->fail_why != NULL ? u->fail_why
-                                                  : "failed: the job failed");
-    }
-    pthread_mutex_unlock(&u->worker_lock);
-    pthread_mutex_unlock(&u->list_lock);
-    atomic_store(&u->told, true);
-}
-
-static void refail(rig_ucx *u)
-{
-    pthread_mutex_lock(&u->list_lock);
-    for (rig_uend *e = u->ends; e != NULL; e = e->next) {
-        if (e->held) {
-            rig_end_fail(e->end);
-        }
-    }
-    pthread_mutex_unlock(&u->list_lock);
-}
-
-static void fail_from(rig_ucx *u, const char *why, bool origin);
-
-static void *progress_main(void *arg)
-{
-    rig_ucx *u = arg;
-    rig_backoff b = {0};
-    int refails = 0;
-    struct epoll_event ev[4];
-    while (!atomic_load(&u->stop)) {
-        char *why = atomic_exchange(&u->pending_why, NULL);
-        if (why != NULL) {
-            rig_ucx_fail(u, why);
-            free(why);
-        }
-        why = atomic_exchange(&u->pending_remote, NULL);
-        if (why != NULL) {
-            fail_from(u, why, false);
-            free(why);
-        }
-        if (atomic_exchange(&u->tell_peers, false)) {
-            tell_peers(u);
-            refails = 3;
-        }
-        pthread_mutex_lock(&u->worker_lock);
-        while (ucp_worker_progress(u->worker) != 0) {
-        }
-        long busy = atomic_load(&u->outstanding);
-        ucs_status_t st = UCS_OK;
-        if (busy == 0) {
-            st = ucp_worker_arm(u->worker);
-        }
-        pthread_mutex_unlock(&u->worker_lock);
-        if (busy != 0) {
-            rig_backoff_step(&b);
-            continue;
-        }
-        b.spins = 0;
-        if (st == UCS_ERR_BUSY) {
-            continue;
-        }
-        /* Failed counts are re-raised after 1, 10 and 100 ms. */
-        int timeout = refails > 0 ? (refails == 3   ? 1
-                                     : refails == 2 ? 10
-                                                    : 100)
-                                  : u->wake_ms;
-        int n = epoll_wait(u->epfd, ev, 4, timeout);
-        if (n == 0 && refails > 0) {
-            refail(u);
-            refails--;
-        }
-        if (n == 0) {
-            rig_fail_poll(u); /* and keepalive runs in the next progress */
-        }
-        for (int i = 0; i < n; i++) {
-            if (ev[i].data.fd == u->eventfd) {
-                uint64_t v;
-                ssize_t r = read(u->eventfd, &v, sizeof(v));
-                (void)r;
-            } else if (ev[i].data.fd != u->efd) {
-                rig_fail_event(u, ev[i].data.fd);
-            }
-        }
-    }
-    return NULL;
-}
-
-static bool progress_start(rig_ucx *u, char **err)
-{
-    ucs_status_t st = ucp_worker_get_efd(u->worker, &u->efd);
-    if (st != UCS_OK) {
-        return rig_err(err, "system: ucp_worker_get_efd failed: %s",
-                       rig_ucs_str(st));
-    }
-    u->eventfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    if (u->eventfd < 0) {
-        return rig_err(err, "system: eventfd failed: %s", strerror(errno));
-    }
-    u->epfd = epoll_create1(EPOLL_CLOEXEC);
-    if (u->epfd < 0) {
-        return rig_err(err, "system: epoll_create1 failed: %s",
-                       strerror(errno));
-    }
-    int fds[2] = {u->efd, u->eventfd};
-    for (int i = 0; i < 2; i++) {
-        struct epoll_event ev = {.events = EPOLLIN, .data.fd = fds[i]};
-        if (epoll_ctl(u->epfd, EPOLL_CTL_ADD, fds[i], &ev) != 0) {
-            return rig_err(err, "system: epoll_ctl failed: %s",
-                           strerror(errno));
-        }
-    }
-    int e = pthread_create(&u->thread, NULL, progress_main, u);
-    if (e != 0) {
-        return rig_err(err, "system: pthread_create failed: %s", strerror(e));
-    }
-    u->thread_started = true;
-    return true;
-}
-
-static void progress_stop(rig_ucx *u)
-{
-    if (u->thread_started) {
-        atomic_store(&u->stop, true);
-        rig_ucx_kick(u);
-        pthread_join(u->thread, NULL);
-        u->thread_started = false;
-    }
-}
-
-/* ---- open, peers, endpoints ---------------------------------------------- */
+/* ---- open, wire, endpoints ---------------------------------------------- */
 
 static void ucx_free(rig_ucx *u)
 {
@@ -400,25 +184,40 @@ static void ucx_free(rig_ucx *u)
     free(u);
 }
 
-bool rig_ucx_open(const rig_rail_settings *s, int rank, int size, rig_ucx **out,
-                  char **err)
+static const char *handshake_failed(void *self)
+{
+    return rig_ucx_failed(self);
+}
+
+static bool ucx_open(const rig_transport_params *p, rig_transport **out,
+                     char **err)
 {
     rig_ucx *u = calloc(1, sizeof(*u));
     if (u == NULL) {
         return rig_err(err, "nomem: calloc(%zu) failed", sizeof(*u));
     }
-    u->set = *s;
-    u->rank = rank;
-    u->size = size;
+    u->super.ops = &rig_ucx_ops;
+    u->rank = p->rank;
+    u->size = p->size;
+    u->numa = p->numa;
+    u->cuda_switch = p->cuda;
+    u->shm_stores = p->shm_stores;
     u->refs = 1;
     u->epfd = -1;
     u->eventfd = -1;
-    u->keepalive_ms = s->keepalive_ms;
     u->wake_ms = -1;
+    u->handshake = (rig_handshake){
+        .ops = &rig_uend_handshake,
+        .self = u,
+        .comm = p->comm,
+        .rank = p->rank,
+        .failed = handshake_failed,
+    };
     atomic_init(&u->told, true);
     atomic_init(&u->gone, -1);
     pthread_mutex_init(&u->worker_lock, NULL);
     pthread_mutex_init(&u->list_lock, NULL);
+    int size = p->size;
     u->peer_addr = calloc((size_t)size, sizeof(*u->peer_addr));
     u->peer_addr_len = calloc((size_t)size, sizeof(*u->peer_addr_len));
     u->ep = calloc((size_t)size, sizeof(*u->ep));
@@ -426,7 +225,8 @@ bool rig_ucx_open(const rig_rail_settings *s, int rank, int size, rig_ucx **out,
         rig_err(err, "nomem: peer tables for %d ranks", size);
         goto err_free;
     }
-    if (!context_make(size, s->keepalive_ms, &u->context, err) ||
+    if (!keepalive_resolve(&u->keepalive_ms, err) ||
+        !context_make(size, u->keepalive_ms, &u->context, err) ||
         !worker_make(u->context, &u->worker, err) || !rig_fail_init(u, err)) {
         goto err_free;
     }
@@ -441,78 +241,107 @@ bool rig_ucx_open(const rig_rail_settings *s, int rank, int size, rig_ucx **out,
     if (!topology_load(&u->topo, err)) {
         goto err_free;
     }
-    if (s->numa != RIG_OFF) {
+    if (u->numa != RIG_OFF) {
         u->nodeset = numa_nodeset(u->topo, err);
         if (u->nodeset == NULL) {
             goto err_free;
         }
     }
-    if (s->cuda != RIG_OFF) {
+    if (u->cuda_switch != RIG_OFF) {
         u->cuda = rig_cuda_load();
-        if (u->cuda == NULL && s->cuda == RIG_ON) {
+        if (u->cuda == NULL && u->cuda_switch == RIG_ON) {
             rig_err(err, "unsupported: RIG_CUDA=on but there is no CUDA "
                          "driver or GPU");
             goto err_free;
         }
     }
-    if (!progress_start(u, err)) {
+    if (!rig_progress_start(u, err)) {
         goto err_stop;
     }
-    *out = u;
+    *out = &u->super;
     return true;
 
 err_stop:
-    progress_stop(u);
+    rig_progress_stop(u);
 err_free:
     ucx_free(u);
     return false;
 }
 
-void rig_ucx_address(const rig_ucx *u, const void **addr, size_t *len)
+static bool mpi_fail(char **err, int rc, const char *call)
 {
-    *addr = u->address;
-    *len = u->address_len;
+    char s[MPI_MAX_ERROR_STRING];
+    int n = 0;
+    if (MPI_Error_string(rc, s, &n) != MPI_SUCCESS) {
+        snprintf(s, sizeof(s), "MPI error %d", rc);
+    }
+    return rig_err(err, "system: %s failed: %s", call, s);
 }
 
-bool rig_ucx_set_peers(rig_ucx *u, const uint8_t *addrs, const size_t *offs,
-                       const size_t *lens, char **err)
+/* Every rank's worker address, swapped over the job's communicator. */
+static bool addresses_swap(rig_ucx *u, char **err)
 {
-    for (int r = 0; r < u->size; r++) {
-        u->peer_addr[r] = malloc(lens[r] > 0 ? lens[r] : 1);
+    int n = u->size;
+    int *lens = calloc((size_t)n, sizeof(int));
+    int *displs = calloc((size_t)n, sizeof(int));
+    uint8_t *all = NULL;
+    bool ok = false;
+    if (lens == NULL || displs == NULL) {
+        rig_err(err, "nomem: address tables for %d ranks", n);
+        goto out_free;
+    }
+    MPI_Comm comm = u->handshake.comm;
+    int mine = (int)u->address_len;
+    int rc = MPI_Allgather(&mine, 1, MPI_INT, lens, 1, MPI_INT, comm);
+    if (rc != MPI_SUCCESS) {
+        mpi_fail(err, rc, "MPI_Allgather");
+        goto out_free;
+    }
+    size_t total = 0;
+    for (int r = 0; r < n; r++) {
+        displs[r] = (int)total;
+        total += (size_t)lens[r];
+    }
+    all = malloc(total > 0 ? total : 1);
+    if (all == NULL) {
+        rig_err(err, "nomem: %zu bytes of worker addresses", total);
+        goto out_free;
+    }
+    rc = MPI_Allgatherv(u->address, mine, MPI_BYTE, all, lens, displs, MPI_BYTE,
+                        comm);
+    if (rc != MPI_SUCCESS) {
+        mpi_fail(err, rc, "MPI_Allgatherv");
+        goto out_free;
+    }
+    ok = true;
+    for (int r = 0; r < n && ok; r++) {
+        size_t len = (size_t)lens[r];
+        u->peer_addr[r] = malloc(len > 0 ? len : 1);
         if (u->peer_addr[r] == NULL) {
-            return rig_err(err, "nomem: worker address of rank %d", r);
+            ok = rig_err(err, "nomem: worker address of rank %d", r);
+        } else {
+            memcpy(u->peer_addr[r], all + displs[r], len);
+            u->peer_addr_len[r] = len;
         }
-        memcpy(u->peer_addr[r], addrs + offs[r], lens[r]);
-        u->peer_addr_len[r] = lens[r];
     }
-    return true;
+
+out_free:
+    free(all);
+    free(displs);
+    free(lens);
+    return ok;
 }
 
-/* Endpoint errors arrive inside ucp_worker_progress, under the worker lock
- * and possibly on a thread in a wake: the failure is handed to the progress
- * thread (rig_ucx_fail takes the list lock, which comes first). */
-static void fail_later(rig_ucx *u, char *why)
+static bool ucx_wire(rig_transport *t, const rig_transport_wiring *w,
+                     char **err)
 {
-    char *none = NULL;
-    if (why == NULL ||
-        !atomic_compare_exchange_strong(&u->pending_why, &none, why)) {
-        free(why);
-    }
-    rig_ucx_kick(u);
+    rig_ucx *u = rig_ucx_of(t);
+    u->window = w->window;
+    u->handshake.window = w->window;
+    return addresses_swap(u, err) && rig_fail_watch(u, w, err);
 }
 
-void rig_ucx_fail_later(rig_ucx *u, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    char *why = NULL;
-    if (vasprintf(&why, fmt, ap) < 0) {
-        why = NULL;
-    }
-    va_end(ap);
-    fail_later(u, why != NULL ? why : strdup("failed: a put failed"));
-}
-
+/* An endpoint's error: inside ucp_worker_progress, under the worker lock. */
 static void ep_error(void *arg, ucp_ep_h ep, ucs_status_t status)
 {
     rig_ucx *u = arg;
@@ -561,85 +390,50 @@ bool rig_ucx_ep(rig_ucx *u, int peer, ucp_ep_h *out, char **err)
     return true;
 }
 
-/* ---- failure ------------------------------------------------------------- */
+/* ---- rails ----------------------------------------------------------------
+ */
 
-/* origin: the failure starts here (not told by a peer), so every rank is
- * told of it. */
-static void fail_from(rig_ucx *u, const char *why, bool origin)
+static bool ucx_rail(rig_transport *t, int peer, int64_t id,
+                     const rig_transfer *send, size_t nsend,
+                     const rig_transfer *receive, size_t nreceive,
+                     rig_rail **out, char **err)
 {
-    pthread_mutex_lock(&u->list_lock);
-    if (!atomic_load(&u->failed)) {
-        u->fail_why = strdup(why != NULL ? why : "failed: rig_job_fail");
-        u->fail_origin = origin;
-        atomic_store(&u->told, false);
-        atomic_store(&u->failed, true);
-        rig_log(RIG_LOG_WARN, "rank %d: the job failed: %s", u->rank,
-                u->fail_why != NULL ? u->fail_why : "(nomem)");
-    }
-    for (rig_uend *e = u->ends; e != NULL; e = e->next) {
-        if (e->held) {
-            rig_end_fail(e->end);
-        }
-    }
-    pthread_mutex_unlock(&u->list_lock);
-    atomic_store(&u->tell_peers, true);
-    rig_ucx_kick(u);
+    return rig_handshake_rail(&rig_ucx_of(t)->handshake, peer, id, send, nsend,
+                              receive, nreceive, out, err);
 }
 
-void rig_ucx_fail(rig_ucx *u, const char *why)
+static bool ucx_rail_far(rig_transport *t, const rig_rail *r, rig_rail_far *out)
 {
-    fail_from(u, why, true);
-}
-
-void rig_ucx_flush_fail(rig_ucx *u)
-{
-    uint64_t until = rig_now_ns() + 1000000000ull;
-    rig_backoff b = {0};
-    while (!atomic_load(&u->told) && rig_now_ns() < until) {
-        rig_backoff_step(&b);
+    rig_ucx *u = rig_ucx_of(t);
+    rig_lock(&u->list_lock, UCX_LOCK_LIST);
+    rig_uend *e = rig_uend_find(u, r);
+    if (e != NULL) {
+        *out = e->hs.far;
     }
+    rig_unlock(&u->list_lock, UCX_LOCK_LIST);
+    return e != NULL;
 }
 
-const char *rig_ucx_failed(const rig_ucx *u)
-{
-    if (!atomic_load(&((rig_ucx *)u)->failed)) {
-        return NULL;
-    }
-    return u->fail_why != NULL ? u->fail_why : "failed: the job failed";
-}
-
-/* ---- the list of ends and closing ---------------------------------------- */
-
-rig_uend *rig_ucx_find(rig_ucx *u, const rig_rail *r)
-{
-    rig_uend *found = NULL;
-    pthread_mutex_lock(&u->list_lock);
-    for (rig_uend *e = u->ends; e != NULL; e = e->next) {
-        if (e->held && e->rail == r) {
-            found = e;
-            break;
-        }
-    }
-    pthread_mutex_unlock(&u->list_lock);
-    return found;
-}
+/* ---- stopping and closing --------------------------------------------------
+ */
 
 void rig_ucx_unref(rig_ucx *u)
 {
-    pthread_mutex_lock(&u->list_lock);
+    rig_lock(&u->list_lock, UCX_LOCK_LIST);
     long left = --u->refs;
-    pthread_mutex_unlock(&u->list_lock);
+    rig_unlock(&u->list_lock, UCX_LOCK_LIST);
     if (left == 0) {
         ucx_free(u);
     }
 }
 
-void rig_ucx_stop(rig_ucx *u)
+static void ucx_stop(rig_transport *t)
 {
+    rig_ucx *u = rig_ucx_of(t);
     /* A failure of this rank is told to every rank before closing. */
     rig_ucx_flush_fail(u);
     atomic_store(&u->closing, true);
-    pthread_mutex_lock(&u->list_lock);
+    rig_lock(&u->list_lock, UCX_LOCK_LIST);
     for (rig_uend *e = u->ends; e != NULL; e = e->next) {
         if (e->held) {
             /* The release hook waits for the list lock, so e->end lives;
@@ -647,14 +441,17 @@ void rig_ucx_stop(rig_ucx *u)
             rig_end_stop(e->end);
         }
     }
-    pthread_mutex_unlock(&u->list_lock);
+    rig_unlock(&u->list_lock, UCX_LOCK_LIST);
 }
 
-void rig_ucx_close(rig_ucx *u, void (*detach)(void *arg, void *base), void *arg)
+/* No collective: all is not needed. */
+static void ucx_close(rig_transport *t, bool all)
 {
-    progress_stop(u);
-    pthread_mutex_lock(&u->list_lock);
-    pthread_mutex_lock(&u->worker_lock);
+    (void)all;
+    rig_ucx *u = rig_ucx_of(t);
+    rig_progress_stop(u);
+    rig_lock(&u->list_lock, UCX_LOCK_LIST);
+    rig_lock(&u->worker_lock, UCX_LOCK_WORKER);
     /* Endpoints first, which purges puts still in flight (their callbacks
      * find their ends alive), then the rkeys they used.  Forced closes:
      * peers close theirs at the same time and a flush would wait for them. */
@@ -680,10 +477,10 @@ void rig_ucx_close(rig_ucx *u, void (*detach)(void *arg, void *base), void *arg)
     rig_uend *dead = NULL;
     for (rig_uend *e = u->ends, *next; e != NULL; e = next) {
         next = e->next;
-        if (e->attached && detach != NULL) {
-            detach(arg, e->mem.base);
+        if (e->hs.attached) {
+            rig_window_detach(u->window, e->mem.base);
+            e->hs.attached = false;
         }
-        e->attached = false;
         if (e->rkey != NULL) {
             ucp_rkey_destroy(e->rkey);
             e->rkey = NULL;
@@ -691,15 +488,8 @@ void rig_ucx_close(rig_ucx *u, void (*detach)(void *arg, void *base), void *arg)
         e->ep = NULL;
         e->in_job = false;
         if (!e->held) {
-            /* Unlink; freed below, outside the locks. */
-            if (e->prev != NULL) {
-                e->prev->next = e->next;
-            } else {
-                u->ends = e->next;
-            }
-            if (e->next != NULL) {
-                e->next->prev = e->prev;
-            }
+            /* Freed below, outside the locks. */
+            rig_uend_unlink(u, e);
             e->next = dead;
             dead = e;
         }
@@ -708,8 +498,8 @@ void rig_ucx_close(rig_ucx *u, void (*detach)(void *arg, void *base), void *arg)
     u->address = NULL;
     ucp_worker_destroy(u->worker);
     u->worker = NULL;
-    pthread_mutex_unlock(&u->worker_lock);
-    pthread_mutex_unlock(&u->list_lock);
+    rig_unlock(&u->worker_lock, UCX_LOCK_WORKER);
+    rig_unlock(&u->list_lock, UCX_LOCK_LIST);
     for (rig_uend *e = dead, *next; e != NULL; e = next) {
         next = e->next;
         rig_uend_free(e);
@@ -717,9 +507,10 @@ void rig_ucx_close(rig_ucx *u, void (*detach)(void *arg, void *base), void *arg)
     rig_ucx_unref(u);
 }
 
-/* ---- rig_info ------------------------------------------------------------ */
+/* ---- rig_info --------------------------------------------------------------
+ */
 
-bool rig_ucx_info(FILE *out, char **err)
+static bool ucx_info(FILE *out, char **err)
 {
     unsigned major, minor, release;
     ucp_get_version(&major, &minor, &release);
@@ -728,9 +519,9 @@ bool rig_ucx_info(FILE *out, char **err)
     const char *tls = getenv("UCX_TLS");
     fprintf(out, "  UCX_TLS:         %s\n", tls != NULL ? tls : "(all)");
     ucp_context_h ctx;
-    rig_rail_settings set;
-    if (!rig_rail_settings_resolve(NULL, &set, err) ||
-        !context_make(1, set.keepalive_ms, &ctx, err)) {
+    uint64_t keepalive_ms;
+    if (!keepalive_resolve(&keepalive_ms, err) ||
+        !context_make(1, keepalive_ms, &ctx, err)) {
         return false;
     }
     /* The transport resources of a job's context, as "tl/device" words
@@ -786,3 +577,19 @@ bool rig_ucx_info(FILE *out, char **err)
     fprintf(out, "  CUDA registration: %s\n", cuda);
     return true;
 }
+
+const rig_transport_ops rig_ucx_ops = {
+    .name = "ucx",
+    .about = "UCX puts and mapped stores",
+    .open = ucx_open,
+    .wire = ucx_wire,
+    .rail = ucx_rail,
+    .rail_far = ucx_rail_far,
+    .fail = rig_ucx_fail,
+    .failed = rig_ucx_failed,
+    .gone = rig_ucx_gone,
+    .finalize = rig_ucx_finalize,
+    .stop = ucx_stop,
+    .close = ucx_close,
+    .info = ucx_info,
+};
