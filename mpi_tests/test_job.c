@@ -17,6 +17,64 @@
 
 static int rank, size;
 
+extern char **environ;
+
+/* The environment as one sorted, NUL-separated text. */
+static int env_cmp(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static char *env_text(void)
+{
+    size_t n = 0, len = 1;
+    for (char **e = environ; *e != NULL; e++) {
+        n++;
+        len += strlen(*e) + 1;
+    }
+    char **v = malloc((n + 1) * sizeof(*v));
+    char *text = malloc(len);
+    T_ASSERT(v != NULL && text != NULL);
+    memcpy(v, environ, n * sizeof(*v));
+    qsort(v, n, sizeof(*v), env_cmp);
+    char *p = text;
+    for (size_t i = 0; i < n; i++) {
+        size_t l = strlen(v[i]);
+        memcpy(p, v[i], l);
+        p[l] = '\n';
+        p += l + 1;
+    }
+    *p = '\0';
+    free(v);
+    return text;
+}
+
+/* rig configures UCX on its own context: a job leaves the application's
+ * environment exactly as it was (no UCX_* variable set for it). */
+static void test_environment(const char *before, const char *when)
+{
+    char *after = env_text();
+    if (strcmp(before, after) != 0) {
+        T_FAIL("the environment changed %s:\nbefore:\n%s\nafter:\n%s", when,
+               before, after);
+    }
+    free(after);
+    static const char *const ucx[] = {
+        "UCX_SYSV_ERROR_HANDLING", "UCX_POSIX_ERROR_HANDLING",
+        "UCX_MM_ERROR_HANDLING",   "UCX_TCP_KEEPIDLE",
+        "UCX_TCP_KEEPINTVL",
+    };
+    for (size_t i = 0; i < sizeof(ucx) / sizeof(ucx[0]); i++) {
+        bool was = strstr(before, ucx[i]) != NULL;
+        if (!was && getenv(ucx[i]) != NULL) {
+            T_FAIL("%s is set %s", ucx[i], when);
+        }
+    }
+    if (rank == 0) {
+        printf("ok: the environment is unchanged %s\n", when);
+    }
+}
+
 /* Both ranks of the pair must get the same message. */
 static void same_text(int peer, const char *msg)
 {
@@ -463,8 +521,10 @@ int main(int argc, char **argv)
         T_OK(rig_transport_info(stdout, &t_err));
     }
     test_open_errors();
+    char *env_before = env_text();
     rig_job *job;
     T_OK(rig_job_open(MPI_COMM_WORLD, NULL, &job, &t_err));
+    test_environment(env_before, "after rig_job_open");
     T_EQ(rig_job_rank(job), rank);
     T_EQ(rig_job_size(job), size);
     test_rail_args(job);
@@ -489,6 +549,8 @@ int main(int argc, char **argv)
     test_fail(job2);
     rig_job_close(job2);
     rig_job_close(job);
+    test_environment(env_before, "after rails, a failed job and two closes");
+    free(env_before);
     if (kept != NULL) {
         rig_end *e = rig_rail_local(kept);
         void (*volatile fn)(void *, uint64_t) = rig_end_ready_fn(e);

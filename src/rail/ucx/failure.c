@@ -9,7 +9,8 @@
  * kill(pid, 0) every keepalive period.  A peer on another node is watched
  * by UCX: endpoints use UCP_ERR_HANDLING_MODE_PEER, UCX keepalive runs
  * every RIG_KEEPALIVE_MS (default 500 ms; UCX's own default is 20 s) and
- * TCP keepalive is tightened to match, and the progress thread wakes every
+ * TCP keepalive is tightened to match (both through rig's own UCX
+ * configuration, never the environment), and the progress thread wakes every
  * keepalive period while the job has such peers, since keepalive runs
  * inside ucp_worker_progress.  With the default a dead peer is seen well
  * within 2 s.
@@ -47,11 +48,15 @@ bool rig_fail_config(ucp_config_t *cfg, uint64_t keepalive_ms, char **err)
                        "failed: %s",
                        v, rig_ucs_str(st));
     }
-    /* TCP keepalive is an interface setting, read from the environment by
-     * ucp_init (see context_make); a user's own value wins. */
-    setenv("UCX_TCP_KEEPIDLE", v, 0);
-    setenv("UCX_TCP_KEEPINTVL", v, 0);
-    return true;
+    /* TCP keepalive is a setting of the TCP interfaces, which UCX applies
+     * to them as the worker opens them. */
+    static const char *const tcp[] = {"tcp", NULL};
+    static const char *const idle[] = {"UCX_TCP_KEEPIDLE", "UCX_KEEPIDLE",
+                                       NULL};
+    static const char *const intvl[] = {"UCX_TCP_KEEPINTVL", "UCX_KEEPINTVL",
+                                        NULL};
+    return rig_ucx_config_set(cfg, "KEEPIDLE", v, idle, tcp, err) &&
+           rig_ucx_config_set(cfg, "KEEPINTVL", v, intvl, tcp, err);
 }
 
 /* ---- the failure message ------------------------------------------------- */

@@ -5,10 +5,14 @@
  * One context and one worker per job, in UCS_THREAD_MODE_SERIALIZED: rig's
  * worker lock serialises every UCX call, which the mapped fast path never
  * makes.  Endpoints use UCP_ERR_HANDLING_MODE_PEER so a dead peer is
- * reported; UCX 1.13 then drops its shared-memory lanes unless
- * SYSV_ERROR_HANDLING and POSIX_ERROR_HANDLING are set, which rig sets in
- * the environment before ucp_init unless the user set them (setenv: job
- * open is collective and runs before the job's threads exist). */
+ * reported; UCX 1.13 then drops its shared-memory lanes (sysv, posix)
+ * unless their interfaces are told to expose error handling
+ * (MM_ERROR_HANDLING), and puts to a same-node peer fall back to TCP at
+ * 25 us instead of 0.4 us.  rig sets that, and the keepalive periods, on
+ * its own context with ucp_config_modify, which UCX applies to the
+ * interfaces as the worker opens them: the application's environment and
+ * every other UCX context stay as they were.  A user's own UCX_* variable
+ * for the same setting wins. */
 #include "ucx_internal.h"
 
 #include <errno.h>
@@ -39,31 +43,75 @@ static bool keepalive_resolve(uint64_t *out, char **err)
     return true;
 }
 
+/* Whether UCX_TLS lets UCX use a transport named in tls (or an alias of
+ * it): unset, "all", a list naming one, or a negated list naming none. */
+static bool tls_may_use(const char *const *tls)
+{
+    const char *v = getenv("UCX_TLS");
+    if (v == NULL || v[0] == '\0') {
+        return true;
+    }
+    bool negated = v[0] == '^';
+    bool named = false;
+    for (size_t i = 0; tls[i] != NULL && !named; i++) {
+        named = strstr(v, tls[i]) != NULL;
+    }
+    return negated ? !named : named || strstr(v, "all") != NULL;
+}
+
+static int modify_warned;
+
+bool rig_ucx_config_set(ucp_config_t *cfg, const char *name, const char *value,
+                        const char *const *user_vars, const char *const *tls,
+                        char **err)
+{
+    for (size_t i = 0; user_vars[i] != NULL; i++) {
+        const char *v = getenv(user_vars[i]);
+        if (v != NULL && v[0] != '\0') {
+            return true; /* the user's wins */
+        }
+    }
+    /* UCX warns of a setting no interface took: not when UCX_TLS leaves
+     * out every interface it is for. */
+    if (!tls_may_use(tls)) {
+        return true;
+    }
+    ucs_status_t st = ucp_config_modify(cfg, name, value);
+    if (st == UCS_ERR_NO_ELEM) {
+        /* A UCX without interface settings through ucp_config_modify. */
+        rig_log_once(&modify_warned, RIG_LOG_WARN,
+                     "UCX cannot set %s=%s on rig's context: set %s=%s for "
+                     "the same effect",
+                     name, value, user_vars[0], value);
+        return true;
+    }
+    if (st != UCS_OK) {
+        return rig_err(err, "system: ucp_config_modify(%s=%s) failed: %s", name,
+                       value, rig_ucs_str(st));
+    }
+    return true;
+}
+
 /* ---- context and worker -------------------------------------------------- */
 
 static bool context_make(int size, uint64_t keepalive_ms, ucp_context_h *out,
                          char **err)
 {
-    /* Keep shared-memory lanes under peer-failure handling (see above).
-     * These are memory-domain settings, which ucp_config_modify cannot set
-     * in UCX 1.13 ("invalid configuration" and TCP-emulated puts at 57 us
-     * instead of 0.13 us), so they go through the environment, which UCX
-     * reads in ucp_init; a user's own value wins.  Not when UCX_TLS
-     * leaves shared memory out: UCX would warn of unused variables. */
-    const char *tls = getenv("UCX_TLS");
-    if (tls == NULL || tls[0] == '^' || strstr(tls, "all") != NULL ||
-        strstr(tls, "sm") != NULL || strstr(tls, "sysv") != NULL ||
-        strstr(tls, "posix") != NULL) {
-        setenv("UCX_SYSV_ERROR_HANDLING", "y", 0);
-        setenv("UCX_POSIX_ERROR_HANDLING", "y", 0);
-    }
     ucp_config_t *cfg = NULL;
     ucs_status_t st = ucp_config_read(NULL, NULL, &cfg);
     if (st != UCS_OK) {
         return rig_err(err, "system: ucp_config_read failed: %s",
                        rig_ucs_str(st));
     }
-    if (!rig_fail_config(cfg, keepalive_ms, err)) {
+    /* Shared-memory lanes under peer-failure handling (see above): the
+     * sysv and posix interfaces' ERROR_HANDLING, which both take from
+     * their common "MM_" table. */
+    static const char *const sm[] = {"sm", "shm", "mm", "sysv", "posix", NULL};
+    static const char *const sm_vars[] = {"UCX_SYSV_ERROR_HANDLING",
+                                          "UCX_POSIX_ERROR_HANDLING",
+                                          "UCX_MM_ERROR_HANDLING", NULL};
+    if (!rig_ucx_config_set(cfg, "MM_ERROR_HANDLING", "y", sm_vars, sm, err) ||
+        !rig_fail_config(cfg, keepalive_ms, err)) {
         ucp_config_release(cfg);
         return false;
     }

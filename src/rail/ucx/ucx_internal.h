@@ -206,6 +206,15 @@ const char *rig_ucs_str(ucs_status_t st);
 
 /* The ops table (the registry, src/rail/transports.c, lists it). */
 extern const rig_transport_ops rig_ucx_ops;
+/* Sets name=value on rig's UCX configuration (ucp_config_modify) unless
+ * one of user_vars (NULL-ended) is set in the environment -- the user's
+ * value wins -- or UCX_TLS leaves out every transport of tls (NULL-ended
+ * names and aliases): UCX would warn of a setting no interface took.
+ * "system:" when UCX refuses the value. */
+bool rig_ucx_config_set(ucp_config_t *cfg, const char *name, const char *value,
+                        const char *const *user_vars, const char *const *tls,
+                        char **err);
+
 /* The endpoint to peer, made on first use; worker lock held. */
 bool rig_ucx_ep(rig_ucx *u, int peer, ucp_ep_h *out, char **err);
 /* Drops one reference; the last frees the transport.  Takes list_lock. */
@@ -242,7 +251,8 @@ void rig_uend_fail_peer(rig_uend *e);
 
 /* ---- failure.c ---------------------------------------------------------- */
 
-/* Sets UCX keepalive (ucp) and TCP keepalive (environment) to the period. */
+/* Sets UCX keepalive (ucp) and TCP keepalive (interfaces) to the period,
+ * through cfg; a user's UCX_* variable wins. */
 bool rig_fail_config(ucp_config_t *cfg, uint64_t keepalive_ms, char **err);
 /* Registers the failure message's handler on the worker. */
 bool rig_fail_init(rig_ucx *u, char **err);
