@@ -356,7 +356,12 @@ static double cpu_ms(void)
 }
 
 /* Rails open to every peer, nothing readied: 1 s of sleep costs the whole
- * process (every thread: the progress thread, UCX's, MPI's) under 10 ms. */
+ * process (every thread: the progress thread, UCX's, MPI's) little CPU.
+ * The bound is a guard against a thread that spins, not a measure: 10 ms
+ * (the rails issue's bound; about 0.2 ms measured over UCX), and 50 ms
+ * over the MPI transport, whose watcher wakes every 10 ms by design
+ * (about 4 ms measured: the 10 ms bound would be 2.5 times that, too
+ * close under load).  A spinning thread costs about 1000 ms. */
 static void test_idle(rig_job *job)
 {
     rig_rail **rails = calloc((size_t)size, sizeof(*rails));
@@ -377,10 +382,13 @@ static void test_idle(rig_job *job)
     struct timespec ts = {1, 0};
     nanosleep(&ts, NULL);
     double used = cpu_ms() - c0;
+    const char *tr = getenv("RIG_TRANSPORT");
+    double limit = tr != NULL && strcmp(tr, "mpi") == 0 ? 50.0 : 10.0;
     printf("info: rank %d: idle job with %d rails: %.2f ms CPU in 1 s\n", rank,
            size - 1, used);
-    if (used >= 10.0) {
-        T_FAIL("an idle job used %.2f ms of CPU in 1 s (limit 10)", used);
+    if (used >= limit) {
+        T_FAIL("an idle job used %.2f ms of CPU in 1 s (limit %.0f)", used,
+               limit);
     }
     MPI_Barrier(MPI_COMM_WORLD);
     for (int p = 0; p < size; p++) {
@@ -388,7 +396,7 @@ static void test_idle(rig_job *job)
     }
     free(rails);
     if (rank == 0) {
-        printf("ok: an idle job uses under 10 ms of CPU a second\n");
+        printf("ok: an idle job uses under %.0f ms of CPU a second\n", limit);
     }
 }
 
