@@ -7,7 +7,7 @@ mesh=()
 for f in "$src"/src/mesh/*.c; do
     case $f in */print_target.c) ;; *) mesh+=("$f") ;; esac
 done
-mesh+=("$src/src/mesh/native/native.c" "$src/src/abi/util.c")
+mesh+=("$src/src/mesh/native/native.c" "$src/src/util/util.c")
 run_target fuzz_manifest manifest "$src/tests/fuzz/fuzz_manifest.c" \
     "${mesh[@]}" -I"$src/src" -ljansson -lxxhash -lhwloc
 run_target fuzz_wasm wasm "$src/tests/fuzz/fuzz_wasm.c" "$src"/src/mesh/wasm/*.c \
