@@ -268,7 +268,7 @@ static void mend_finish(void *end, const void *answer, size_t answer_len,
     m->ends = e;
     m->refs++;
     rig_unlock(&m->lock, MPI_LOCK_LEVEL);
-    if (atomic_load(&m->failed)) {
+    if (rig_failure_failed(&m->fail)) {
         rig_end_fail(e->end);
     }
 }

@@ -22,10 +22,8 @@
  * --enable-recovery. */
 #include "mpi_internal.h"
 
-#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -36,32 +34,25 @@ static const uint64_t failed_value = RIG_COUNT_FAILED;
 const char *rig_mpi_failed(rig_transport *t)
 {
     rig_mpi *m = rig_mpi_of(t);
-    if (!atomic_load(&m->failed)) {
+    if (!rig_failure_failed(&m->fail)) {
         return NULL;
     }
-    if (atomic_load(&m->why) == NULL) {
+    if (!rig_failure_known(&m->fail)) {
         rig_mpi_poll_fail(m); /* the watcher's: a rank may have told why */
     }
-    char *why = atomic_load(&m->why);
-    return why != NULL ? why : atomic_load(&m->seen);
+    return rig_failure_reason(&m->fail);
 }
 
 void rig_mpi_fail(rig_transport *t, const char *why)
 {
     rig_mpi *m = rig_mpi_of(t);
-    char *mine = strdup(why != NULL ? why : "failed: (no reason)");
-    char *none = NULL;
-    bool first =
-        mine != NULL && atomic_compare_exchange_strong(&m->why, &none, mine);
-    if (!first) {
-        free(mine);
-    }
-    atomic_store(&m->failed, true);
+    bool first = rig_failure_set(&m->fail, why);
+    /* The reason lives until the transport goes (the sends' buffer). */
+    const char *mine = rig_failure_reason(&m->fail);
     rig_lock(&m->lock, MPI_LOCK_LEVEL);
     if (first) {
-        /* Every rank learns why (their pair protocol's waits watch for it), so
-         * that none waits for this one to make a rail.  The string lives
-         * until the transport goes. */
+        /* Every rank learns why (their pair protocol's waits watch for
+         * it), so that none waits for this one to make a rail. */
         for (int r = 0; r < m->size; r++) {
             MPI_Request req;
             if (r != m->rank &&
@@ -128,42 +119,31 @@ static void *watcher_main(void *arg)
         if (m->wstop) {
             break;
         }
-        bool failed = atomic_load(&m->failed);
+        bool failed = rig_failure_failed(&m->fail);
         for (int r = 0; r < m->size; r++) {
-            struct pollfd pf = {.fd = m->pidfd[r], .events = POLLIN};
-            if (m->pidfd[r] < 0 || poll(&pf, 1, 0) <= 0) {
+            if (rig_failure_fd(&m->fail, r) < 0 ||
+                !rig_failure_ended(&m->fail, r)) {
                 continue;
             }
             /* A same-node peer's process ended: the job failed. */
-            close(m->pidfd[r]);
-            m->pidfd[r] = -1;
-            m->gone[r] = true;
-            atomic_store(&m->left, r);
-            char *msg = NULL;
-            rig_err(&msg, "failed: rank %d (on this node) died", r);
-            char *none = NULL;
-            if (msg != NULL &&
-                !atomic_compare_exchange_strong(&m->why, &none, msg)) {
-                free(msg);
-            }
-            atomic_store(&m->failed, true);
+            rig_failure_unwatch(&m->fail, r);
+            rig_failure_left(&m->fail, r);
+            char msg[96];
+            snprintf(msg, sizeof(msg), "failed: rank %d (on this node) died",
+                     r);
+            rig_failure_set(&m->fail, msg);
             failed = true;
         }
         for (rig_mend *e = m->ends; e != NULL && !failed; e = e->next) {
             if (rig_count_load(e->counts, RIG_READY_AT) == RIG_COUNT_FAILED ||
                 rig_count_load(e->counts, RIG_SENT_AT) == RIG_COUNT_FAILED ||
                 rig_count_load(e->counts, RIG_ARRIVED_AT) == RIG_COUNT_FAILED) {
-                char *msg = NULL;
-                rig_err(&msg,
-                        "failed: rank %d's end of rail %lld to rank %d "
-                        "failed (a peer failed the job)",
-                        m->rank, (long long)e->id, e->peer);
-                char *none = NULL;
-                if (msg != NULL &&
-                    !atomic_compare_exchange_strong(&m->seen, &none, msg)) {
-                    free(msg);
-                }
-                atomic_store(&m->failed, true);
+                char msg[160];
+                snprintf(msg, sizeof(msg),
+                         "failed: rank %d's end of rail %lld to rank %d "
+                         "failed (a peer failed the job)",
+                         m->rank, (long long)e->id, e->peer);
+                rig_failure_seen(&m->fail, msg);
                 failed = true;
             }
         }
@@ -181,7 +161,7 @@ static void *watcher_main(void *arg)
  * fails here too (and tells the others). */
 bool rig_mpi_poll_fail(rig_mpi *m)
 {
-    if (atomic_load(&m->why) != NULL) {
+    if (rig_failure_known(&m->fail)) {
         return true;
     }
     int flag = 0;
@@ -189,7 +169,7 @@ bool rig_mpi_poll_fail(rig_mpi *m)
     if (MPI_Iprobe(MPI_ANY_SOURCE, TAG_FAIL, m->comm, &flag, &st) !=
             MPI_SUCCESS ||
         !flag) {
-        return atomic_load(&m->failed);
+        return rig_failure_failed(&m->fail);
     }
     int count = 0;
     MPI_Get_count(&st, MPI_CHAR, &count);
@@ -238,11 +218,7 @@ void rig_mpi_watch_stop(rig_mpi *m)
 void rig_mpi_watch_pid(rig_mpi *m, int peer)
 {
     rig_lock(&m->lock, MPI_LOCK_LEVEL);
-    if (m->pidfd[peer] < 0 && m->pid[peer] > 0) {
-#ifdef SYS_pidfd_open
-        m->pidfd[peer] = (int)syscall(SYS_pidfd_open, (pid_t)m->pid[peer], 0);
-#endif
-    }
+    rig_failure_watch(&m->fail, peer, NULL); /* gone already: not watched */
     rig_unlock(&m->lock, MPI_LOCK_LEVEL);
 }
 
@@ -258,10 +234,7 @@ static void poll_left(rig_mpi *m)
            flag) {
         MPI_Recv(NULL, 0, MPI_BYTE, st.MPI_SOURCE, TAG_LEFT, m->comm,
                  MPI_STATUS_IGNORE);
-        rig_lock(&m->lock, MPI_LOCK_LEVEL);
-        m->gone[st.MPI_SOURCE] = true;
-        rig_unlock(&m->lock, MPI_LOCK_LEVEL);
-        atomic_store(&m->left, st.MPI_SOURCE);
+        rig_failure_left(&m->fail, st.MPI_SOURCE);
     }
 }
 
@@ -269,7 +242,7 @@ int rig_mpi_gone(rig_transport *t)
 {
     rig_mpi *m = rig_mpi_of(t);
     poll_left(m);
-    return atomic_load(&m->left);
+    return rig_failure_gone(&m->fail);
 }
 
 /* MPI_Finalize runs with the job open: every rank learns why and that

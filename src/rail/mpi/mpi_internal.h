@@ -47,6 +47,7 @@
 #ifndef RIG_MPI_INTERNAL_H
 #define RIG_MPI_INTERNAL_H
 
+#include "../base/failure.h"
 #include "../base/handshake.h"
 #include "../base/transport.h"
 
@@ -117,21 +118,17 @@ struct rig_mpi {
     rig_handshake handshake; /* the pair protocol's view of this transport */
     MPI_Comm *pair;          /* per peer; MPI_COMM_NULL until the first rail */
     bool *shared;            /* per peer: on this node (MPI_COMM_TYPE_SHARED) */
-    int32_t *pid;            /* per rank: its pid where local, else 0 */
     pthread_mutex_t lock;    /* MPI calls of wakes and failures; the list */
     rig_mend *ends;
     long refs; /* 1 for the job + 1 per end not freed; lock */
-    atomic_bool failed;
-    _Atomic(char *) why;  /* the first reason given or told */
-    _Atomic(char *) seen; /* the watcher's, while no reason is known */
+    /* The shared failure state: the reason, the ranks that left, the
+     * same-node peers' processes (their pidfds: lock). */
+    rig_failure fail;
 
     /* The watcher thread (failure.c); lock. */
     pthread_t watcher;
     pthread_cond_t wake_watcher;
     bool watching, wstop;
-    int *pidfd;      /* per peer: its process, when on this node; -1: none */
-    bool *gone;      /* per rank: left the job (died, finalized); lock */
-    atomic_int left; /* a rank that left, or -1 */
 };
 
 static inline rig_mpi *rig_mpi_of(rig_transport *t)

@@ -27,18 +27,7 @@ void rig_mpi_free(rig_mpi *m)
 {
     free(m->pair);
     free(m->shared);
-    if (m->pidfd != NULL) {
-        for (int r = 0; r < m->size; r++) {
-            if (m->pidfd[r] >= 0) {
-                close(m->pidfd[r]);
-            }
-        }
-    }
-    free(m->pidfd);
-    free(m->gone);
-    free(m->pid);
-    free(atomic_load(&m->why));
-    free(atomic_load(&m->seen));
+    rig_failure_fini(&m->fail);
     pthread_cond_destroy(&m->wake_watcher);
     pthread_mutex_destroy(&m->lock);
     free(m);
@@ -72,33 +61,26 @@ static bool mpi_open(const rig_transport_params *p, rig_transport **out,
         .rank = p->rank,
         .failed = handshake_failed,
     };
+    if (!rig_failure_init(&m->fail, m->rank, m->size, err)) {
+        free(m);
+        return false;
+    }
     m->pair = malloc((size_t)m->size * sizeof(*m->pair));
     m->shared = calloc((size_t)m->size, sizeof(*m->shared));
-    m->pid = calloc((size_t)m->size, sizeof(*m->pid));
-    m->pidfd = malloc((size_t)m->size * sizeof(*m->pidfd));
-    m->gone = calloc((size_t)m->size, sizeof(*m->gone));
-    if (m->pair == NULL || m->shared == NULL || m->pid == NULL ||
-        m->pidfd == NULL || m->gone == NULL) {
+    if (m->pair == NULL || m->shared == NULL) {
         int size = m->size;
         free(m->pair);
         free(m->shared);
-        free(m->pid);
-        free(m->pidfd);
-        free(m->gone);
+        rig_failure_fini(&m->fail);
         free(m);
         return rig_err(err, "nomem: pair communicators for %d ranks", size);
     }
     for (int r = 0; r < m->size; r++) {
         m->pair[r] = MPI_COMM_NULL;
-        m->pidfd[r] = -1;
     }
-    atomic_init(&m->left, -1);
     pthread_mutex_init(&m->lock, NULL);
     pthread_cond_init(&m->wake_watcher, NULL);
     m->refs = 1;
-    atomic_init(&m->failed, false);
-    atomic_init(&m->why, NULL);
-    atomic_init(&m->seen, NULL);
     if (!rig_mpi_watch_start(m, err)) {
         rig_mpi_free(m);
         return false;
@@ -116,9 +98,7 @@ static bool mpi_wire(rig_transport *t, const rig_transport_wiring *w,
     rig_mpi *m = rig_mpi_of(t);
     m->window = w->window;
     m->handshake.window = w->window;
-    for (int r = 0; r < m->size; r++) {
-        m->pid[r] = r != m->rank && w->local[r] ? w->pid[r] : 0;
-    }
+    rig_failure_know(&m->fail, w);
     return true;
 }
 
@@ -246,7 +226,7 @@ static void mpi_close(rig_transport *t, bool every)
                 one[np++] = ends[i];
             }
         }
-        if (np > 0 && !m->gone[p]) {
+        if (np > 0 && !rig_failure_has_left(&m->fail, p)) {
             close_pair(m, p, one, np);
         }
     }

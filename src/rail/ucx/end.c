@@ -332,7 +332,7 @@ static void uend_finish(void *end, const void *answer, size_t answer_len,
         u->ends->prev = e;
     }
     u->ends = e;
-    bool failed = atomic_load(&u->failed);
+    bool failed = rig_failure_failed(&u->fail);
     rig_unlock(&u->list_lock, UCX_LOCK_LIST);
     if (failed) {
         rig_end_fail(e->end);

@@ -24,14 +24,11 @@
 #include "ucx_internal.h"
 
 #include <errno.h>
-#include <fcntl.h>
-#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #define RIG_AM_FAIL 0x7267 /* "rg": the failure message */
@@ -79,10 +76,7 @@ static ucs_status_t fail_am(void *arg, const void *header, size_t header_len,
         return UCS_OK;
     }
     memcpy(&gone, data, sizeof(gone));
-    if (gone >= 0 && gone < u->size) {
-        int none = -1;
-        atomic_compare_exchange_strong(&u->gone, &none, (int)gone);
-    }
+    rig_failure_left(&u->fail, (int)gone); /* -1 or out of range: none */
     char msg[RIG_FAIL_MSG_MAX];
     len -= sizeof(gone);
     size_t n = len < sizeof(msg) - 1 ? len : sizeof(msg) - 1;
@@ -124,7 +118,7 @@ bool rig_fail_init(rig_ucx *u, char **err)
 static void broadcast(rig_ucx *u, const char *why)
 {
     char msg[sizeof(int32_t) + RIG_FAIL_MSG_MAX];
-    int32_t gone = (int32_t)atomic_load(&u->gone);
+    int32_t gone = (int32_t)rig_failure_gone(&u->fail);
     memcpy(msg, &gone, sizeof(gone));
     size_t len = strlen(why) + 1;
     if (len > RIG_FAIL_MSG_MAX) {
@@ -138,7 +132,7 @@ static void broadcast(rig_ucx *u, const char *why)
     }
     for (int r = 0; r < u->size; r++) {
         ucp_ep_h ep;
-        if (r == u->rank || (u->dead != NULL && atomic_load(&u->dead[r])) ||
+        if (r == u->rank || rig_failure_has_left(&u->fail, r) ||
             !rig_ucx_ep(u, r, &ep, NULL)) {
             continue;
         }
@@ -190,63 +184,41 @@ static void broadcast(rig_ucx *u, const char *why)
 
 static void peer_died(rig_ucx *u, int r)
 {
-    if (atomic_exchange(&u->dead[r], true) || atomic_load(&u->closing)) {
+    if (atomic_load(&u->closing) || !rig_failure_left(&u->fail, r)) {
         return;
     }
-    int none = -1;
-    atomic_compare_exchange_strong(&u->gone, &none, r);
     char why[160];
     snprintf(why, sizeof(why), "failed: rank %d died (pid %d, seen by rank %d)",
-             r, (int)u->pid[r], u->rank);
+             r, (int)u->fail.pid[r], u->rank);
     rig_ucx_fail(&u->super, why);
 }
 
 bool rig_fail_watch(rig_ucx *u, const rig_transport_wiring *w, char **err)
 {
-    const int32_t *pids = w->pid;
-    const bool *local = w->local;
-    u->pid = calloc((size_t)u->size, sizeof(*u->pid));
-    u->pidfd = calloc((size_t)u->size, sizeof(*u->pidfd));
-    u->dead = calloc((size_t)u->size, sizeof(*u->dead));
-    if (u->pid == NULL || u->pidfd == NULL || u->dead == NULL) {
-        return rig_err(err, "nomem: peer watch tables for %d ranks", u->size);
-    }
+    rig_failure_know(&u->fail, w);
     for (int r = 0; r < u->size; r++) {
-        u->pid[r] = local[r] ? pids[r] : 0;
-        u->pidfd[r] = -1;
-        atomic_init(&u->dead[r], false);
         if (r == u->rank) {
             continue;
         }
-        if (!local[r]) {
-            u->wake_ms = (int)u->keepalive_ms;
+        if (!w->local[r]) {
+            u->wake_ms = (int)u->keepalive_ms; /* keepalive runs then */
             continue;
         }
-#ifdef SYS_pidfd_open
-        int fd = (int)syscall(SYS_pidfd_open, (pid_t)pids[r], 0);
-#else
-        int fd = -1;
-        errno = ENOSYS;
-#endif
+        if (!rig_failure_watch(&u->fail, r, err)) {
+            return false;
+        }
+        int fd = rig_failure_fd(&u->fail, r);
         if (fd < 0) {
-            if (errno == ESRCH) {
-                return rig_err(err, "failed: rank %d (pid %d) is gone", r,
-                               (int)pids[r]);
-            }
-            /* No pidfds: poll the peer every keepalive period. */
-            u->poll_pids = true;
-            u->wake_ms = (int)u->keepalive_ms;
+            u->wake_ms = (int)u->keepalive_ms; /* polled with kill */
             continue;
         }
-        fcntl(fd, F_SETFD, FD_CLOEXEC);
         struct epoll_event ev = {.events = EPOLLIN, .data.fd = fd};
         if (epoll_ctl(u->epfd, EPOLL_CTL_ADD, fd, &ev) != 0) {
             int e = errno;
-            close(fd);
+            rig_failure_unwatch(&u->fail, r);
             return rig_err(err, "system: epoll_ctl of rank %d's pidfd: %s", r,
                            strerror(e));
         }
-        u->pidfd[r] = fd;
     }
     /* Endpoints to every peer now: UCX polls (and keeps alive) only the
      * interfaces its endpoints use, and the failure message must reach a
@@ -263,11 +235,8 @@ bool rig_fail_watch(rig_ucx *u, const rig_transport_wiring *w, char **err)
 
 bool rig_fail_event(rig_ucx *u, int fd)
 {
-    if (u->pidfd == NULL) {
-        return false;
-    }
     for (int r = 0; r < u->size; r++) {
-        if (u->pidfd[r] == fd) {
+        if (rig_failure_fd(&u->fail, r) == fd) {
             epoll_ctl(u->epfd, EPOLL_CTL_DEL, fd, NULL);
             peer_died(u, r);
             return true;
@@ -278,45 +247,22 @@ bool rig_fail_event(rig_ucx *u, int fd)
 
 void rig_fail_poll(rig_ucx *u)
 {
-    if (!u->poll_pids) {
+    if (!u->fail.polled) {
         return;
     }
     for (int r = 0; r < u->size; r++) {
-        if (r != u->rank && u->pidfd[r] < 0 && u->pid[r] > 0 &&
-            kill((pid_t)u->pid[r], 0) != 0 && errno == ESRCH) {
+        if (r != u->rank && rig_failure_fd(&u->fail, r) < 0 &&
+            rig_failure_ended(&u->fail, r)) {
             peer_died(u, r);
         }
     }
 }
 
-void rig_fail_unwatch(rig_ucx *u)
-{
-    if (u->pidfd != NULL) {
-        for (int r = 0; r < u->size; r++) {
-            if (u->pidfd[r] >= 0) {
-                close(u->pidfd[r]);
-            }
-        }
-    }
-    free(u->pidfd);
-    free(u->pid);
-    free(u->dead);
-    u->pidfd = NULL;
-    u->pid = NULL;
-    u->dead = NULL;
-}
-
 /* ---- failing ------------------------------------------------------------- */
-
-void rig_ucx_left(rig_ucx *u, int rank)
-{
-    int none = -1;
-    atomic_compare_exchange_strong(&u->gone, &none, rank);
-}
 
 int rig_ucx_gone(rig_transport *t)
 {
-    return atomic_load(&rig_ucx_of(t)->gone);
+    return rig_failure_gone(&rig_ucx_of(t)->fail);
 }
 
 /* origin: the failure starts here (not told by a peer), so every rank is
@@ -324,13 +270,12 @@ int rig_ucx_gone(rig_transport *t)
 static void fail_from(rig_ucx *u, const char *why, bool origin)
 {
     rig_lock(&u->list_lock, UCX_LOCK_LIST);
-    if (!atomic_load(&u->failed)) {
-        u->fail_why = strdup(why != NULL ? why : "failed: rig_job_fail");
+    if (!rig_failure_failed(&u->fail)) {
         u->fail_origin = origin;
         atomic_store(&u->told, false);
-        atomic_store(&u->failed, true);
+        rig_failure_set(&u->fail, why != NULL ? why : "failed: rig_job_fail");
         rig_log(RIG_LOG_WARN, "rank %d: the job failed: %s", u->rank,
-                u->fail_why != NULL ? u->fail_why : "(nomem)");
+                rig_failure_reason(&u->fail));
     }
     for (rig_uend *e = u->ends; e != NULL; e = e->next) {
         if (e->held) {
@@ -349,11 +294,7 @@ void rig_ucx_fail(rig_transport *t, const char *why)
 
 const char *rig_ucx_failed(rig_transport *t)
 {
-    rig_ucx *u = rig_ucx_of(t);
-    if (!atomic_load(&u->failed)) {
-        return NULL;
-    }
-    return u->fail_why != NULL ? u->fail_why : "failed: the job failed";
+    return rig_failure_reason(&rig_ucx_of(t)->fail);
 }
 
 void rig_ucx_flush_fail(rig_ucx *u)
@@ -368,7 +309,7 @@ void rig_ucx_flush_fail(rig_ucx *u)
 void rig_ucx_finalize(rig_transport *t, const char *why)
 {
     rig_ucx *u = rig_ucx_of(t);
-    rig_ucx_left(u, u->rank);
+    rig_failure_left(&u->fail, u->rank);
     rig_ucx_fail(t, why);
     rig_ucx_flush_fail(u);
 }
@@ -410,10 +351,9 @@ static void tell_peers(rig_ucx *u)
             rig_uend_fail_peer(e);
         }
     }
-    /* fail_why and fail_origin are set once, before tell_peers. */
+    /* The reason and fail_origin are set once, before tell_peers. */
     if (u->fail_origin && !atomic_load(&u->closing)) {
-        broadcast(u,
-                  u->fail_why != NULL ? u->fail_why : "failed: the job failed");
+        broadcast(u, rig_failure_reason(&u->fail));
     }
     rig_unlock(&u->worker_lock, UCX_LOCK_WORKER);
     rig_unlock(&u->list_lock, UCX_LOCK_LIST);

@@ -225,8 +225,7 @@ static void ucx_free(rig_ucx *u)
     }
     free(atomic_load(&u->pending_why));
     free(atomic_load(&u->pending_remote));
-    rig_fail_unwatch(u);
-    free(u->fail_why);
+    rig_failure_fini(&u->fail);
     pthread_mutex_destroy(&u->worker_lock);
     pthread_mutex_destroy(&u->list_lock);
     free(u);
@@ -262,10 +261,15 @@ static bool ucx_open(const rig_transport_params *p, rig_transport **out,
         .failed = handshake_failed,
     };
     atomic_init(&u->told, true);
-    atomic_init(&u->gone, -1);
     pthread_mutex_init(&u->worker_lock, NULL);
     pthread_mutex_init(&u->list_lock, NULL);
     int size = p->size;
+    if (!rig_failure_init(&u->fail, p->rank, size, err)) {
+        pthread_mutex_destroy(&u->worker_lock);
+        pthread_mutex_destroy(&u->list_lock);
+        free(u);
+        return false;
+    }
     u->peer_addr = calloc((size_t)size, sizeof(*u->peer_addr));
     u->peer_addr_len = calloc((size_t)size, sizeof(*u->peer_addr_len));
     u->ep = calloc((size_t)size, sizeof(*u->ep));
@@ -402,9 +406,8 @@ static void ep_error(void *arg, ucp_ep_h ep, ucs_status_t status)
             peer = r;
         }
     }
-    if (peer >= 0) {
-        rig_ucx_left(u, peer); /* most likely dead: no collective waits */
-    }
+    rig_failure_left(&u->fail, peer); /* most likely dead: no collective
+                                       * waits for it */
     rig_ucx_fail_later(u, "failed: the endpoint to rank %d failed: %s", peer,
                        rig_ucs_str(status));
 }

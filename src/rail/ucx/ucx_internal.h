@@ -24,6 +24,7 @@
 #ifndef RIG_UCX_INTERNAL_H
 #define RIG_UCX_INTERNAL_H
 
+#include "../base/failure.h"
 #include "../base/handshake.h"
 #include "../base/transport.h"
 
@@ -165,24 +166,18 @@ struct rig_ucx {
     rig_uend *ends;
     long refs; /* 1 for the job + 1 per end not yet freed; list_lock */
 
-    /* Failure (failure.c). */
+    /* Failure (failure.c): the shared state (why, who left, peers'
+     * processes), and how this transport spreads it. */
+    rig_failure fail;
     _Atomic(char *) pending_why;    /* for the progress thread to fail */
     _Atomic(char *) pending_remote; /* told by a peer (not sent on) */
-    atomic_bool failed;
-    char *fail_why;         /* set once, before failed */
-    bool fail_origin;       /* the failure started here: tell every rank */
-    atomic_bool tell_peers; /* the progress thread still has to */
-    atomic_bool told;       /* every rank was told (or did not need to) */
-    atomic_bool closing;    /* endpoint errors are expected now */
-
-    /* Watching peers (failure.c); set once by wire. */
+    bool fail_origin;               /* the failure started here: tell every rank
+                                     * (list lock; set once, with the reason) */
+    atomic_bool tell_peers;         /* the progress thread still has to */
+    atomic_bool told;      /* every rank was told (or did not need to) */
+    atomic_bool closing;   /* endpoint errors are expected now */
     uint64_t keepalive_ms; /* RIG_KEEPALIVE_MS */
-    int wake_ms;           /* the progress thread's period, -1: none needed */
-    bool poll_pids;        /* same-node peers without a pidfd: kill(pid, 0) */
-    int32_t *pid;          /* same-node peers' pids, else 0 */
-    int *pidfd;            /* same-node peers' pidfds, else -1 */
-    atomic_bool *dead;     /* peers seen dead */
-    atomic_int gone;       /* a rank known to have left the job, or -1 */
+    int wake_ms; /* the progress thread's period, -1: none needed (wire) */
 
     /* The progress thread (progress.c). */
     pthread_t thread;
@@ -264,8 +259,6 @@ bool rig_fail_watch(rig_ucx *u, const rig_transport_wiring *w, char **err);
 bool rig_fail_event(rig_ucx *u, int fd);
 /* Polls same-node peers that have no pidfd (every wake_ms). */
 void rig_fail_poll(rig_ucx *u);
-/* Closes the pidfds; at close. */
-void rig_fail_unwatch(rig_ucx *u);
 /* The progress thread's turn: failures handed over, peers to tell.  True
  * when it told the peers (the counts are then re-raised a few times). */
 bool rig_fail_progress(rig_ucx *u);
@@ -275,9 +268,6 @@ void rig_fail_refail(rig_ucx *u);
 /* Hands a failure to the progress thread, which fails the job: for callers
  * that hold the worker lock or run inside a wake.  Any thread. */
 void rig_ucx_fail_later(rig_ucx *u, const char *fmt, ...) RIG_PRINTF(2, 3);
-/* Records that rank left the job: collective calls cannot complete any
- * more.  The first one sticks and travels with this rank's failure. */
-void rig_ucx_left(rig_ucx *u, int rank);
 /* Waits (at most 1 s) until every rank was told of this rank's failure. */
 void rig_ucx_flush_fail(rig_ucx *u);
 
