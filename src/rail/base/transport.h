@@ -9,8 +9,8 @@
  * (src/rail/transports.h); it never branches on which one it has.  Each
  * transport lives in a folder of its own under src/rail/ (ucx/, mpi/) and
  * builds on the shared base (this folder): the pair protocol
- * (handshake.h), the carrier's helpers (carrier.h) and the job's window
- * (window.h).
+ * (handshake.h), the carrier's helpers (carrier.h), the job's window
+ * (window.h) and the failure state (failure.h).
  *
  * A transport object starts with a rig_transport, whose ops points at its
  * table; the job calls the inline wrappers below.  Slots marked required
