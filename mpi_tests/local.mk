@@ -41,4 +41,17 @@ mpi_tests_test_job_LDADD = src/librig.la $(MPI_LIBS) $(HWLOC_LIBS)
 mpi_tests_test_job_LDFLAGS = $(RIG_LDFLAGS)
 
 TESTS += $(MPI_TEST_FILES)
+
+# The transport layer's registry and lock order, without mpirun: linked
+# against the convenience libraries, whose symbols librig hides.
+check_PROGRAMS += mpi_tests/test_transports
+mpi_tests_test_transports_SOURCES = mpi_tests/test_transports.c \
+	tests/test_util.h
+mpi_tests_test_transports_CPPFLAGS = $(RIG_ABI_CPPFLAGS) $(MPI_CFLAGS) \
+	$(CUNIT_CFLAGS)
+mpi_tests_test_transports_CFLAGS = $(RIG_CFLAGS)
+mpi_tests_test_transports_LDADD = src/rail/librail.la src/abi/libabi.la \
+	$(UCX_LIBS) $(HWLOC_LIBS) $(MPI_LIBS) $(CUNIT_LIBS)
+mpi_tests_test_transports_LDFLAGS = $(RIG_LDFLAGS)
+TESTS += mpi_tests/test_transports
 endif

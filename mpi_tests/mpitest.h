@@ -53,7 +53,7 @@ static void t_fail(const char *file, int line, const char *fmt, ...)
 
 /* rig_job_open on MPI_COMM_WORLD with the defaults (and the environment's
  * RIG_* settings).  When the MPI cannot carry the transport asked for --
- * src/rail/mpi_rma.c refuses RIG_TRANSPORT=mpi under MPICH, whose
+ * src/rail/mpi/transport.c refuses RIG_TRANSPORT=mpi under MPICH, whose
  * accumulates wait for the target -- rank 0 prints "SKIP: <why>" and the
  * program ends: a limit of that MPI, and the only reason to skip.  Any
  * other failure fails the test. */

@@ -17,6 +17,64 @@
 
 static int rank, size;
 
+extern char **environ;
+
+/* The environment as one sorted, NUL-separated text. */
+static int env_cmp(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static char *env_text(void)
+{
+    size_t n = 0, len = 1;
+    for (char **e = environ; *e != NULL; e++) {
+        n++;
+        len += strlen(*e) + 1;
+    }
+    char **v = malloc((n + 1) * sizeof(*v));
+    char *text = malloc(len);
+    T_ASSERT(v != NULL && text != NULL);
+    memcpy(v, environ, n * sizeof(*v));
+    qsort(v, n, sizeof(*v), env_cmp);
+    char *p = text;
+    for (size_t i = 0; i < n; i++) {
+        size_t l = strlen(v[i]);
+        memcpy(p, v[i], l);
+        p[l] = '\n';
+        p += l + 1;
+    }
+    *p = '\0';
+    free(v);
+    return text;
+}
+
+/* rig configures UCX on its own context: a job leaves the application's
+ * environment exactly as it was (no UCX_* variable set for it). */
+static void test_environment(const char *before, const char *when)
+{
+    char *after = env_text();
+    if (strcmp(before, after) != 0) {
+        T_FAIL("the environment changed %s:\nbefore:\n%s\nafter:\n%s", when,
+               before, after);
+    }
+    free(after);
+    static const char *const ucx[] = {
+        "UCX_SYSV_ERROR_HANDLING", "UCX_POSIX_ERROR_HANDLING",
+        "UCX_MM_ERROR_HANDLING",   "UCX_TCP_KEEPIDLE",
+        "UCX_TCP_KEEPINTVL",
+    };
+    for (size_t i = 0; i < sizeof(ucx) / sizeof(ucx[0]); i++) {
+        bool was = strstr(before, ucx[i]) != NULL;
+        if (!was && getenv(ucx[i]) != NULL) {
+            T_FAIL("%s is set %s", ucx[i], when);
+        }
+    }
+    if (rank == 0) {
+        printf("ok: the environment is unchanged %s\n", when);
+    }
+}
+
 /* Both ranks of the pair must get the same message. */
 static void same_text(int peer, const char *msg)
 {
@@ -46,7 +104,7 @@ static void test_open_errors(void)
     unsetenv("RIG_TRANSPORT");
     o.transport = "mpi";
 #ifdef MPICH_VERSION
-    /* MPICH cannot carry it (src/rail/mpi_rma.c): refused, naming MPICH. */
+    /* MPICH cannot carry it (src/rail/mpi/transport.c): refused, naming MPICH. */
     T_ERR(rig_job_open(MPI_COMM_WORLD, &o, &job, &t_err),
           "unsupported:", "MPICH", NULL);
 #else
@@ -327,7 +385,12 @@ static double cpu_ms(void)
 }
 
 /* Rails open to every peer, nothing readied: 1 s of sleep costs the whole
- * process (every thread: the progress thread, UCX's, MPI's) under 10 ms. */
+ * process (every thread: the progress thread, UCX's, MPI's) little CPU.
+ * The bound is a guard against a thread that spins, not a measure: 10 ms
+ * (the rails issue's bound; about 0.2 ms measured over UCX), and 50 ms
+ * over the MPI transport, whose watcher wakes every 10 ms by design
+ * (about 4 ms measured: the 10 ms bound would be 2.5 times that, too
+ * close under load).  A spinning thread costs about 1000 ms. */
 static void test_idle(rig_job *job)
 {
     rig_rail **rails = calloc((size_t)size, sizeof(*rails));
@@ -348,10 +411,13 @@ static void test_idle(rig_job *job)
     struct timespec ts = {1, 0};
     nanosleep(&ts, NULL);
     double used = cpu_ms() - c0;
+    const char *tr = getenv("RIG_TRANSPORT");
+    double limit = tr != NULL && strcmp(tr, "mpi") == 0 ? 50.0 : 10.0;
     printf("info: rank %d: idle job with %d rails: %.2f ms CPU in 1 s\n", rank,
            size - 1, used);
-    if (used >= 10.0) {
-        T_FAIL("an idle job used %.2f ms of CPU in 1 s (limit 10)", used);
+    if (used >= limit) {
+        T_FAIL("an idle job used %.2f ms of CPU in 1 s (limit %.0f)", used,
+               limit);
     }
     MPI_Barrier(MPI_COMM_WORLD);
     for (int p = 0; p < size; p++) {
@@ -359,7 +425,7 @@ static void test_idle(rig_job *job)
     }
     free(rails);
     if (rank == 0) {
-        printf("ok: an idle job uses under 10 ms of CPU a second\n");
+        printf("ok: an idle job uses under %.0f ms of CPU a second\n", limit);
     }
 }
 
@@ -491,10 +557,12 @@ int main(int argc, char **argv)
     if (rank == 0) {
         T_OK(rig_transport_info(stdout, &t_err));
     }
+    char *env_before = env_text();
     rig_job *job = t_job_open();
     rig_job_close(job);
     test_open_errors();
     job = t_job_open();
+    test_environment(env_before, "after rig_job_open");
     T_EQ(rig_job_rank(job), rank);
     T_EQ(rig_job_size(job), size);
     test_rail_args(job);
@@ -519,6 +587,8 @@ int main(int argc, char **argv)
     test_fail(job2);
     rig_job_close(job2);
     rig_job_close(job);
+    test_environment(env_before, "after rails, a failed job and two closes");
+    free(env_before);
     if (kept != NULL) {
         rig_end *e = rig_rail_local(kept);
         void (*volatile fn)(void *, uint64_t) = rig_end_ready_fn(e);

@@ -1,14 +1,17 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* rig/job.h: an MPI job's rails between ranks, carried over UCX.
+/* rig/job.h: an MPI job's rails between ranks, carried by a transport:
+ * UCX (the default) or MPI RMA.
  *
  * Concepts.
  *
- * A *job* is rig opened on an MPI communicator: one UCX context and worker
- * per process, their addresses exchanged at open, one progress thread that
- * sleeps when nothing is outstanding, and one dynamic MPI window through
- * which every end of the job is also reachable by MPI RMA.  Every rank of
- * the communicator is a *machine* of the job and has a host record
- * (rig_job_host).
+ * A *job* is rig opened on an MPI communicator, with one *transport* that
+ * carries its rails (RIG_TRANSPORT below; each is a provider of rails in
+ * the sense of rig/provider.h, behind one ops table inside rig), and one
+ * dynamic MPI window through which every end of the job is also reachable
+ * by MPI RMA.  The UCX transport has one UCX context and worker per
+ * process, their addresses exchanged at open, and one progress thread that
+ * sleeps when nothing is outstanding.  Every rank of the communicator is a
+ * *machine* of the job and has a host record (rig_job_host).
  *
  * A *rail* (rig/remote_abi.h) between two ranks is made by both calling
  * rig_job_rail naming each other; the send list of one must equal the
@@ -62,6 +65,7 @@
 #define RIG_JOB_H
 
 #include <rig/api.h>
+#include <rig/provider.h>
 #include <rig/remote_abi.h>
 
 #include <mpi.h>
@@ -75,13 +79,6 @@ extern "C" {
 #endif
 
 typedef struct rig_job rig_job;
-
-/* A setting that may be on, off, or decided by what the machine offers. */
-typedef enum {
-    RIG_AUTO = 0, /* the default: on when the machine supports it */
-    RIG_OFF = 1,
-    RIG_ON = 2 /* on, and an error when the machine does not support it */
-} rig_switch;
 
 /* Options of rig_job_open; rig_job_options_init fills the defaults.  Each
  * is overridden by its environment variable (named beside it) when set. */
@@ -206,11 +203,13 @@ RIG_API char *rig_job_failure(const rig_job *job);
  * ignored.  No other call may use job concurrently or after. */
 RIG_API void rig_job_close(rig_job *job);
 
-/* Prints the transport section of rig_info to out: the UCX version and the
- * transport resources a job would use, the NUMA node ends go to, whether
- * CUDA registration is available, and every RIG_* setting of this layer
- * with its value and default.  Needs no MPI.  False with "invalid:" for a
- * NULL out, "system:" naming a failed UCX or hwloc call.  Any thread. */
+/* Prints the transport section of rig_info to out: the transport a job
+ * would pick (or why the settings do not resolve), then every transport of
+ * this build with what it found: for UCX its version, the transport
+ * resources a job would use, the NUMA node ends go to and whether CUDA
+ * registration is available; for MPI RMA the MPI library, the method and
+ * the thread level.  Needs no MPI.  False with "invalid:" for a NULL out,
+ * "system:" naming a failed UCX or hwloc call.  Any thread. */
 RIG_API bool rig_transport_info(FILE *out, char **err);
 
 #ifdef __cplusplus

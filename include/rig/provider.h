@@ -4,14 +4,22 @@
  * rig/remote_abi.h, which this header includes and which stay the
  * reference for each call.
  *
- * A *provider* is the code that moves a rail's bytes: rig's UCX transport
- * (src/rail/end.c), its MPI RMA transport (src/rail/mpi_rma.c), the
- * loopback provider (src/abi/loopback.c), or yours.  rig owns the ends'
- * bookkeeping (counts arithmetic, waits, the table of live ends behind
- * ready_fn, reference counts); the provider owns the memory and the
+ * A *provider* is the code that moves a rail's bytes: rig's transports
+ * (src/rail/ucx/: UCX puts and mapped stores; src/rail/mpi/: MPI RMA),
+ * the loopback provider (src/abi/loopback.c), or yours.  rig owns the
+ * ends' bookkeeping (counts arithmetic, waits, the table of live ends
+ * behind ready_fn, reference counts); the provider owns the memory and the
  * transport, and is called back at three moments: wake, release, and
  * whatever failure it detects.  A complete provider that carries on a
  * thread of its own is examples/provider/thread_provider.c.
+ *
+ * rig's own transports use the words of the steps below for their ends --
+ * each folder's end.c makes and releases them (steps 1, 2, 6), carrier.c
+ * wakes and carries (3), failure.c fails them and tells the peer (4), and
+ * the transport's stop stops them (5) -- and add what a transport of a
+ * whole MPI job needs, in one ops table inside rig
+ * (src/rail/base/transport.h): open, wire, rail, rail_far, fail, failed,
+ * gone, finalize, stop, close, info.
  *
  * 1. Lay an end out.  For the end that sends send[0..nsend) and receives
  *    receive[0..nreceive), rig_end_layout_make gives one allocation's
@@ -57,10 +65,10 @@
  *        again -- maybe before `arrived` moves, never before the bytes
  *        were read.
  *    Serialise carriers of one end yourself (a mutex, or the lock-free
- *    "counter of wakes" of src/rail/end.c: the thread that moves it off 0
- *    carries, the others only count and return).  wake must not block for
- *    long: hand slow work to a thread of yours and signal it (step 6).
- *    Never lower a count; rig_count_advance never does.
+ *    "counter of wakes" of src/rail/base/carrier.c: the thread that moves
+ *    it off 0 carries, the others only count and return).  wake must not
+ *    block for long: hand slow work to a thread of yours and signal it
+ *    (step 6).  Never lower a count; rig_count_advance never does.
  *
  * 4. Fail.  When the transport breaks (a peer dies, a put fails),
  *    rig_end_fail(e) raises all three counts to RIG_COUNT_FAILED, which
@@ -91,5 +99,21 @@
 #define RIG_PROVIDER_H
 
 #include <rig/remote_abi.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* A setting of a provider (and of a job, rig/job.h) that may be on, off,
+ * or decided by what the machine offers. */
+typedef enum {
+    RIG_AUTO = 0, /* the default: on when the machine supports it */
+    RIG_OFF = 1,
+    RIG_ON = 2 /* on, and an error when the machine does not support it */
+} rig_switch;
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -235,6 +235,9 @@ static int test_fail(void)
         printf("rank %d: rig_job_fail on rank 1 seen after %.3f ms "
                "(bound 100 ms)\n",
                me, ms);
+        /* The bound the failure issue states, a hang guard here: about
+         * 0.6 ms is measured over UCX, 6 ms over the MPI transport
+         * (whose watcher looks every 10 ms). */
         T_ASSERT(ms < 100.0);
     }
     release_rails();

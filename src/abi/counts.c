@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* Count arithmetic and the atomic accesses to an end's counts. */
 #include "abi_internal.h"
-#include "util_internal.h"
+#include "../util/util_internal.h"
 
 #include <stdatomic.h>
 

@@ -2,7 +2,7 @@
 /* Ends and rails: construction, shared reference counts, ready, waits, and
  * the process-wide table of live ends that rig_ready_by_counts consults. */
 #include "abi_internal.h"
-#include "util_internal.h"
+#include "../util/util_internal.h"
 
 #include <pthread.h>
 #include <stdlib.h>

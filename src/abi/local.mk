@@ -1,11 +1,9 @@
 # SPDX-License-Identifier: BSD-3-Clause
-# The ABI layer: libc only.  Compiled with RIG_ABI_CPPFLAGS alone -- no MPI,
-# UCX or hwloc include path -- so the build proves the dependency rule.
+# The ABI layer: libc and POSIX threads only (src/check_layers.sh proves it
+# from the objects' symbols).
 noinst_LTLIBRARIES += src/abi/libabi.la
 src_abi_libabi_la_SOURCES = \
-	src/abi/util_internal.h \
 	src/abi/abi_internal.h \
-	src/abi/util.c \
 	src/abi/transfers.c \
 	src/abi/counts.c \
 	src/abi/end.c \
@@ -14,6 +12,8 @@ src_abi_libabi_la_SOURCES = \
 	src/abi/settings.c
 src_abi_libabi_la_CPPFLAGS = $(RIG_ABI_CPPFLAGS)
 src_abi_libabi_la_CFLAGS = $(RIG_CFLAGS)
+# The helpers travel with the ABI: whatever links libabi.la gets them.
+src_abi_libabi_la_LIBADD = src/util/libutil.la
 src_librig_la_LIBADD += src/abi/libabi.la
 riginclude_HEADERS += include/rig/api.h \
 	include/rig/remote_abi.h \

@@ -15,7 +15,7 @@
  *    last end of the pair is gone, so a late wake never touches freed
  *    memory. */
 #include "abi_internal.h"
-#include "util_internal.h"
+#include "../util/util_internal.h"
 
 #include <pthread.h>
 #include <stdatomic.h>

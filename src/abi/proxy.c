@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* Proxy records: checked calls of a host's functions, the key and lookup. */
 #include "abi_internal.h"
-#include "util_internal.h"
+#include "../util/util_internal.h"
 
 #include <stdlib.h>
 

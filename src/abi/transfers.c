@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* check_transfers and the layout of an end's landing areas. */
 #include "abi_internal.h"
-#include "util_internal.h"
+#include "../util/util_internal.h"
 
 #include <unistd.h>
 

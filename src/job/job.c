@@ -1,37 +1,36 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* Jobs on an MPI communicator: opening, rails between ranks, host records,
- * the job's window, failing and closing.
+/* Jobs on an MPI communicator: options, host records, opening, rails
+ * between ranks, the job's window, failing, closing and rig_info.
  *
- * Making a rail is one exchange between the two ranks, then an ack.  Each
- * side checks its lists, makes its end (memory, rkey, window attach) and
- * sends one message: its status, its lists and its end's descriptor.  Both
- * then decide the same way from the same two messages -- either side's
- * error, or the first difference between one's send and the other's
- * receive -- so both return the same outcome and neither waits for a peer
- * that gave up.  The ack covers connecting to the peer's end, the last step
- * that can fail.  Waits test with backoff (no core spinning for a late
- * peer).  A rail's id is (pair << 32) | k for the k-th rail of the pair,
- * pair = lo * size + hi: the same at both ends, unique in the job, and
- * needing no communication. */
+ * The job knows its transport only through the ops table
+ * (../rail/base/transport.h), picked by name from the registry
+ * (../rail/transports.h): it never asks which one it has.  What it does
+ * itself is what every transport shares: the options and RIG_* switches,
+ * the agreement of all ranks at open, the host records and every rank's
+ * pid and node (one gather, for the transports' watchers), the job's
+ * window, the numbering of rails, noticing MPI_Finalize, and the closing
+ * barrier that gives up on a rank that left.  A rail's id is
+ * (pair << 32) | k for the k-th rail of the pair, pair = lo * size + hi:
+ * the same at both ends, unique in the job, and needing no
+ * communication. */
 #include "config.h"
 
 #include "rig/job.h"
 
-#include "mpi_rma.h"
-#include "rail_internal.h"
-#include "util_internal.h"
+#include "../rail/base/transport.h"
+#include "../rail/base/window.h"
+#include "../rail/transports.h"
+#include "../util/util_internal.h"
 
 #include <limits.h>
 #include <pthread.h>
-#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
-#define RIG_TAG_RAIL 0x7269
-#define RIG_TAG_ACK 0x726a
-#define RIG_WIRE_MAGIC 0x72696731u /* "rig1" */
 #define RIG_MACHINE_MAX 300
+#define JOB_LOCK_LEVEL 10 /* job->lock: alone, before any transport's */
 
 typedef struct {
     rig_host host;
@@ -43,29 +42,15 @@ typedef struct {
 struct rig_job {
     MPI_Comm comm;
     int rank, size;
-    rig_ucx *ucx;
-    rig_mpi *mpi; /* transport "mpi" (src/rail/mpi_rma.c); ucx is NULL */
-    MPI_Win win;
-    pthread_mutex_t lock; /* seq, attached */
+    rig_transport *t;
+    rig_window *window;
+    pthread_mutex_t lock; /* seq; JOB_LOCK_LEVEL */
     uint64_t *seq;        /* rails made so far with each peer */
-    uint64_t attached;    /* ends attached to the window */
-    uint64_t attach_limit;
     hostrec *hosts;
+    int32_t *pid; /* every rank's process id */
+    bool *local;  /* every rank: shares this rank's kernel and pid space */
     int self_key; /* MPI_COMM_SELF attribute: finalize without close */
 };
-
-/* The message of one side of a rail. */
-typedef struct {
-    uint32_t magic;
-    int32_t status;
-    uint32_t attached; /* the sender's end is in its window */
-    uint32_t pad;
-    uint64_t seq;
-    uint64_t nsend, nreceive;
-    uint64_t desc_len, msg_len;
-} wire_head;
-
-static uint64_t attach_limit(void);
 
 static bool mpi_fail(char **err, int rc, const char *call)
 {
@@ -89,6 +74,67 @@ void rig_job_options_init(rig_job_options *opt)
     opt->numa = RIG_AUTO;
     opt->cuda = RIG_AUTO;
     opt->shm_stores = RIG_AUTO;
+}
+
+static bool parse_switch(const char *name, rig_switch *v, char **err)
+{
+    const char *s = getenv(name);
+    if (s == NULL || s[0] == '\0') {
+        return true;
+    }
+    if (strcmp(s, "auto") == 0) {
+        *v = RIG_AUTO;
+    } else if (strcmp(s, "on") == 0 || strcmp(s, "y") == 0 ||
+               strcmp(s, "yes") == 0 || strcmp(s, "1") == 0) {
+        *v = RIG_ON;
+    } else if (strcmp(s, "off") == 0 || strcmp(s, "n") == 0 ||
+               strcmp(s, "no") == 0 || strcmp(s, "0") == 0) {
+        *v = RIG_OFF;
+    } else {
+        return rig_err(err, "invalid: %s=%s is not auto, on or off", name, s);
+    }
+    return true;
+}
+
+static bool switch_ok(rig_switch v)
+{
+    return v == RIG_AUTO || v == RIG_OFF || v == RIG_ON;
+}
+
+/* opt (NULL: defaults) with its RIG_* variables applied: the transport and
+ * the switches every transport is handed. */
+static bool options_resolve(const rig_job_options *opt,
+                            const rig_transport_ops **ops,
+                            rig_transport_params *p, char **err)
+{
+    rig_job_options o;
+    if (opt != NULL) {
+        o = *opt;
+    } else {
+        rig_job_options_init(&o);
+    }
+    if (!switch_ok(o.numa) || !switch_ok(o.cuda) || !switch_ok(o.shm_stores)) {
+        return rig_err(err,
+                       "invalid: rig_job_options.%s is not a switch "
+                       "(RIG_AUTO, RIG_OFF or RIG_ON)",
+                       !switch_ok(o.numa)   ? "numa"
+                       : !switch_ok(o.cuda) ? "cuda"
+                                            : "shm_stores");
+    }
+    const char *env = getenv("RIG_TRANSPORT");
+    bool by_env = env != NULL && env[0] != '\0';
+    const char *name = by_env ? env : o.transport != NULL ? o.transport : "ucx";
+    if (!rig_transport_find(name, by_env ? "RIG_TRANSPORT" : "transport", ops,
+                            err) ||
+        !parse_switch("RIG_NUMA", &o.numa, err) ||
+        !parse_switch("RIG_CUDA", &o.cuda, err) ||
+        !parse_switch("RIG_SHM_STORES", &o.shm_stores, err)) {
+        return false;
+    }
+    p->numa = o.numa;
+    p->cuda = o.cuda;
+    p->shm_stores = o.shm_stores;
+    return true;
 }
 
 /* ---- host records -------------------------------------------------------- */
@@ -152,29 +198,72 @@ const rig_host *rig_job_host(const rig_job *job, int rank)
     return &job->hosts[rank].host;
 }
 
-static bool hosts_make(rig_job *job, char **err)
+/* This node's key: ranks with equal keys share a kernel and a pid
+ * namespace (boot id, pid namespace, host name), so that one's pid means
+ * the other's process. */
+static void node_key(char *out, size_t len)
 {
-    char name[256] = {0};
-    if (gethostname(name, sizeof(name) - 1) != 0) {
-        snprintf(name, sizeof(name), "unknown");
+    char boot[64] = "?";
+    FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
+    if (f != NULL) {
+        if (fgets(boot, sizeof(boot), f) == NULL) {
+            snprintf(boot, sizeof(boot), "?");
+        }
+        fclose(f);
+        boot[strcspn(boot, "\n")] = '\0';
     }
-    char *all = calloc((size_t)job->size, sizeof(name));
-    job->hosts = calloc((size_t)job->size, sizeof(*job->hosts));
-    if (all == NULL || job->hosts == NULL) {
+    struct stat st;
+    unsigned long long ns = 0;
+    if (stat("/proc/self/ns/pid", &st) == 0) {
+        ns = (unsigned long long)st.st_ino;
+    }
+    char host[64] = {0};
+    if (gethostname(host, sizeof(host) - 1) != 0) {
+        snprintf(host, sizeof(host), "?");
+    }
+    snprintf(out, len, "%s/%llx/%s", boot, ns, host);
+}
+
+/* What every rank says of itself at open. */
+typedef struct {
+    char name[256]; /* host name */
+    int32_t pid;
+    char key[124]; /* node_key */
+} rank_id;
+
+/* One gather: the host records, every rank's pid and whether it shares
+ * this node. */
+static bool ranks_learn(rig_job *job, char **err)
+{
+    rank_id me = {.pid = (int32_t)getpid()};
+    if (gethostname(me.name, sizeof(me.name) - 1) != 0) {
+        snprintf(me.name, sizeof(me.name), "unknown");
+    }
+    node_key(me.key, sizeof(me.key));
+    size_t n = (size_t)job->size;
+    rank_id *all = calloc(n, sizeof(*all));
+    job->hosts = calloc(n, sizeof(*job->hosts));
+    job->pid = calloc(n, sizeof(*job->pid));
+    job->local = calloc(n, sizeof(*job->local));
+    if (all == NULL || job->hosts == NULL || job->pid == NULL ||
+        job->local == NULL) {
         free(all);
         return rig_err(err, "nomem: host records for %d ranks", job->size);
     }
-    int rc = MPI_Allgather(name, (int)sizeof(name), MPI_CHAR, all,
-                           (int)sizeof(name), MPI_CHAR, job->comm);
+    int rc = MPI_Allgather(&me, (int)sizeof(me), MPI_BYTE, all, (int)sizeof(me),
+                           MPI_BYTE, job->comm);
     if (rc != MPI_SUCCESS) {
         free(all);
         return mpi_fail(err, rc, "MPI_Allgather");
     }
     for (int r = 0; r < job->size; r++) {
+        rank_id *id = &all[r];
+        id->name[sizeof(id->name) - 1] = '\0';
+        id->key[sizeof(id->key) - 1] = '\0';
+        job->pid[r] = id->pid;
+        job->local[r] = strcmp(id->key, me.key) == 0;
         hostrec *h = &job->hosts[r];
-        all[(size_t)(r + 1) * sizeof(name) - 1] = '\0';
-        snprintf(h->machine, sizeof(h->machine), "%s:%d",
-                 all + (size_t)r * sizeof(name), r);
+        snprintf(h->machine, sizeof(h->machine), "%s:%d", id->name, r);
         h->job = job;
         h->rank = r;
         h->host.machine = h->machine;
@@ -186,104 +275,14 @@ static bool hosts_make(rig_job *job, char **err)
     return true;
 }
 
-/* ---- open ---------------------------------------------------------------- */
+/* ---- noticing MPI_Finalize ----------------------------------------------- */
 
-static bool exchange_addresses(rig_job *job, char **err)
-{
-    const void *addr;
-    size_t len;
-    rig_ucx_address(job->ucx, &addr, &len);
-    int n = job->size;
-    int *lens = calloc((size_t)n, sizeof(int));
-    int *displs = calloc((size_t)n, sizeof(int));
-    size_t *zl = calloc((size_t)n, sizeof(size_t));
-    size_t *zo = calloc((size_t)n, sizeof(size_t));
-    uint8_t *all = NULL;
-    bool ok = false;
-    if (lens == NULL || displs == NULL || zl == NULL || zo == NULL) {
-        rig_err(err, "nomem: address tables for %d ranks", n);
-        goto out_free;
-    }
-    int mine = (int)len;
-    int rc = MPI_Allgather(&mine, 1, MPI_INT, lens, 1, MPI_INT, job->comm);
-    if (rc != MPI_SUCCESS) {
-        mpi_fail(err, rc, "MPI_Allgather");
-        goto out_free;
-    }
-    size_t total = 0;
-    for (int r = 0; r < n; r++) {
-        displs[r] = (int)total;
-        zo[r] = total;
-        zl[r] = (size_t)lens[r];
-        total += (size_t)lens[r];
-    }
-    all = malloc(total > 0 ? total : 1);
-    if (all == NULL) {
-        rig_err(err, "nomem: %zu bytes of worker addresses", total);
-        goto out_free;
-    }
-    rc = MPI_Allgatherv(addr, mine, MPI_BYTE, all, lens, displs, MPI_BYTE,
-                        job->comm);
-    if (rc != MPI_SUCCESS) {
-        mpi_fail(err, rc, "MPI_Allgatherv");
-        goto out_free;
-    }
-    ok = rig_ucx_set_peers(job->ucx, all, zo, zl, err);
-
-out_free:
-    free(all);
-    free(zo);
-    free(zl);
-    free(displs);
-    free(lens);
-    return ok;
-}
-
-/* All ranks learn whether every rank got here; false (with this rank's own
- * error, or the first failing rank's number) if one did not. */
-/* ---- failure: watching peers and MPI_Finalize ---------------------------- */
-
-/* Every rank's pid and node key, so that each watches its same-node peers
- * through pidfds (see src/rail/failure.c). */
-typedef struct {
-    int32_t pid;
-    char key[124];
-} node_id;
-
-static bool watch_peers(rig_job *job, char **err)
-{
-    node_id me = {.pid = (int32_t)getpid()};
-    rig_node_key(me.key, sizeof(me.key));
-    node_id *all = calloc((size_t)job->size, sizeof(*all));
-    int32_t *pids = calloc((size_t)job->size, sizeof(*pids));
-    bool *local = calloc((size_t)job->size, sizeof(*local));
-    bool ok = false;
-    if (all == NULL || pids == NULL || local == NULL) {
-        rig_err(err, "nomem: node ids of %d ranks", job->size);
-        goto out;
-    }
-    int rc = MPI_Allgather(&me, (int)sizeof(me), MPI_BYTE, all, (int)sizeof(me),
-                           MPI_BYTE, job->comm);
-    if (rc != MPI_SUCCESS) {
-        mpi_fail(err, rc, "MPI_Allgather");
-        goto out;
-    }
-    for (int r = 0; r < job->size; r++) {
-        all[r].key[sizeof(all[r].key) - 1] = '\0';
-        pids[r] = all[r].pid;
-        local[r] = strcmp(all[r].key, me.key) == 0;
-    }
-    ok = rig_ucx_watch(job->ucx, pids, local, err);
-out:
-    free(local);
-    free(pids);
-    free(all);
-    return ok;
-}
-
-/* MPI_Finalize deletes MPI_COMM_SELF's attributes first: a rank that ends
- * MPI with its job open fails the job and tells every rank, so that peers
- * see a failure instead of waiting for it. */
+/* MPI_Finalize first deletes MPI_COMM_SELF's attributes, so an attribute
+ * with a delete callback tells the job that MPI is going away with the job
+ * still open: the rank fails the job and tells every rank that it left, so
+ * that peers see a failure instead of waiting for it.  The hook runs once
+ * more when rig_job_close deletes the attribute, and then does nothing
+ * (self_key is invalid by then). */
 static int finalize_hook(MPI_Comm comm, int key, void *val, void *extra)
 {
     (void)comm;
@@ -297,23 +296,42 @@ static int finalize_hook(MPI_Comm comm, int key, void *val, void *extra)
     snprintf(why, sizeof(why),
              "failed: rank %d finalized MPI without closing its job",
              job->rank);
-    rig_ucx_left(job->ucx, job->rank);
-    rig_ucx_fail(job->ucx, why);
-    rig_ucx_flush_fail(job->ucx);
+    rig_transport_finalize(job->t, why);
     job->self_key = MPI_KEYVAL_INVALID; /* the keyval goes with MPI */
     return MPI_SUCCESS;
 }
 
-static void watch_finalize(rig_job *job)
+static void finalize_watch(rig_job *job)
 {
-    rig_finalize_watch(finalize_hook, job, &job->self_key);
+    job->self_key = MPI_KEYVAL_INVALID;
+    int key;
+    if (MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, finalize_hook, &key,
+                               NULL) != MPI_SUCCESS) {
+        return;
+    }
+    job->self_key = key;
+    if (MPI_Comm_set_attr(MPI_COMM_SELF, key, job) != MPI_SUCCESS) {
+        MPI_Comm_free_keyval(&key);
+        job->self_key = MPI_KEYVAL_INVALID;
+    }
 }
 
-static void unwatch_finalize(rig_job *job)
+static void finalize_unwatch(rig_job *job)
 {
-    rig_finalize_unwatch(&job->self_key);
+    int key = job->self_key;
+    if (key == MPI_KEYVAL_INVALID) {
+        return;
+    }
+    job->self_key = MPI_KEYVAL_INVALID; /* the hook, run by the delete,
+                                         * does nothing */
+    MPI_Comm_delete_attr(MPI_COMM_SELF, key);
+    MPI_Comm_free_keyval(&key);
 }
 
+/* ---- open ---------------------------------------------------------------- */
+
+/* All ranks learn whether every rank got here; false (with this rank's own
+ * error, or the first failing rank's number) if one did not. */
 static bool agree(rig_job *job, bool ok, char **err)
 {
     int bad = ok ? INT_MAX : job->rank;
@@ -337,6 +355,8 @@ static bool agree(rig_job *job, bool ok, char **err)
 static void job_free(rig_job *job)
 {
     free(job->hosts);
+    free(job->pid);
+    free(job->local);
     free(job->seq);
     pthread_mutex_destroy(&job->lock);
     free(job);
@@ -372,7 +392,7 @@ bool rig_job_open(MPI_Comm comm, const rig_job_options *opt, rig_job **out,
         return rig_err(err, "nomem: calloc(%zu) failed", sizeof(*job));
     }
     pthread_mutex_init(&job->lock, NULL);
-    job->win = MPI_WIN_NULL;
+    job->self_key = MPI_KEYVAL_INVALID;
     rc = MPI_Comm_dup(comm, &job->comm);
     if (rc != MPI_SUCCESS) {
         job_free(job);
@@ -382,8 +402,14 @@ bool rig_job_open(MPI_Comm comm, const rig_job_options *opt, rig_job **out,
     MPI_Comm_rank(job->comm, &job->rank);
     MPI_Comm_size(job->comm, &job->size);
 
-    rig_rail_settings set;
-    bool ok = rig_rail_settings_resolve(opt, &set, err);
+    /* This rank alone first: settings, the transport's own opening. */
+    const rig_transport_ops *ops = NULL;
+    rig_transport_params p = {
+        .comm = job->comm,
+        .rank = job->rank,
+        .size = job->size,
+    };
+    bool ok = options_resolve(opt, &ops, &p, err);
     if (ok) {
         job->seq = calloc((size_t)job->size, sizeof(*job->seq));
         if (job->seq == NULL) {
@@ -394,55 +420,36 @@ bool rig_job_open(MPI_Comm comm, const rig_job_options *opt, rig_job **out,
         ok = rig_err(err, "unsupported: %d ranks (rail ids fit 46340)",
                      job->size);
     }
-    if (ok && !set.mpi) {
-        ok = rig_ucx_open(&set, job->rank, job->size, &job->ucx, err);
+    if (ok) {
+        ok = rig_transport_open(ops, &p, &job->t, err);
+    }
+    /* Then together: the window, who is who, the transport's wiring. */
+    if (!agree(job, ok, err)) {
+        goto err_close;
+    }
+    ok = rig_window_open(job->comm, &job->window, err) && ranks_learn(job, err);
+    if (ok) {
+        rig_transport_wiring w = {
+            .window = job->window,
+            .pid = job->pid,
+            .local = job->local,
+        };
+        ok = rig_transport_wire(job->t, &w, err);
     }
     if (!agree(job, ok, err)) {
-        goto err_ucx;
+        goto err_close;
     }
-    ok = set.mpi || exchange_addresses(job, err);
-    if (ok) {
-        job->attach_limit = attach_limit();
-        rc = MPI_Win_create_dynamic(MPI_INFO_NULL, job->comm, &job->win);
-        if (rc != MPI_SUCCESS) {
-            job->win = MPI_WIN_NULL;
-            ok = mpi_fail(err, rc, "MPI_Win_create_dynamic");
-        } else {
-            /* A full attachment table must not abort the job. */
-            MPI_Win_set_errhandler(job->win, MPI_ERRORS_RETURN);
-        }
-    }
-    if (ok && set.mpi) {
-        ok = rig_mpi_open(job->comm, job->win, job->attach_limit, &job->mpi,
-                          err);
-    }
-    if (ok) {
-        ok = hosts_make(job, err);
-    }
-    if (ok && !set.mpi) {
-        ok = watch_peers(job, err);
-    }
-    if (!agree(job, ok, err)) {
-        goto err_ucx;
-    }
-    if (!set.mpi) {
-        watch_finalize(job);
-    }
+    finalize_watch(job);
     *out = job;
     return true;
 
-err_ucx:
-    if (job->win != MPI_WIN_NULL) {
-        MPI_Win_free(&job->win);
+err_close:
+    if (job->t != NULL) {
+        rig_transport_stop(job->t);
+        rig_transport_close(job->t, true);
     }
-    if (job->ucx != NULL) {
-        rig_ucx_stop(job->ucx);
-        rig_ucx_close(job->ucx, NULL, NULL);
-    }
-    if (job->mpi != NULL) {
-        rig_mpi_stop(job->mpi);
-        rig_mpi_close(job->mpi);
-    }
+    /* Every rank is here (agree is collective): the window's free is. */
+    rig_window_close(job->window, true);
     MPI_Comm_free(&job->comm);
     job_free(job);
     return false;
@@ -459,269 +466,6 @@ int rig_job_size(const rig_job *job)
 }
 
 /* ---- rails --------------------------------------------------------------- */
-
-/* Sends buf to peer and receives the peer's message of the same tag, both
- * tested with backoff; *in is malloc'd. */
-static bool swap(rig_job *job, int peer, int tag, const void *buf, size_t len,
-                 void **in, size_t *inlen, char **err)
-{
-    MPI_Request req;
-    int rc = MPI_Isend(buf, (int)len, MPI_BYTE, peer, tag, job->comm, &req);
-    if (rc != MPI_SUCCESS) {
-        return mpi_fail(err, rc, "MPI_Isend");
-    }
-    rig_backoff b = {0};
-    int flag = 0;
-    MPI_Message msg;
-    MPI_Status st;
-    for (;;) {
-        rc = MPI_Improbe(peer, tag, job->comm, &flag, &msg, &st);
-        if (rc != MPI_SUCCESS || flag) {
-            break;
-        }
-        const char *failed = rig_ucx_failed(job->ucx);
-        if (failed != NULL) {
-            /* The peer may never answer (dead, or failed before it got
-             * here); the job is over. */
-            MPI_Cancel(&req);
-            MPI_Request_free(&req);
-            return rig_err(err, "%s", failed);
-        }
-        rig_backoff_step(&b);
-    }
-    if (rc != MPI_SUCCESS) {
-        MPI_Cancel(&req);
-        MPI_Request_free(&req);
-        return mpi_fail(err, rc, "MPI_Improbe");
-    }
-    int count = 0;
-    MPI_Get_count(&st, MPI_BYTE, &count);
-    void *m = malloc(count > 0 ? (size_t)count : 1);
-    if (m == NULL) {
-        /* Still receive it, or the pair's next message would match. */
-        char dummy[1];
-        MPI_Mrecv(dummy, 0, MPI_BYTE, &msg, MPI_STATUS_IGNORE);
-        MPI_Wait(&req, MPI_STATUS_IGNORE);
-        return rig_err(err, "nomem: %d-byte message from rank %d", count, peer);
-    }
-    rc = MPI_Mrecv(m, count, MPI_BYTE, &msg, MPI_STATUS_IGNORE);
-    if (rc != MPI_SUCCESS) {
-        free(m);
-        MPI_Wait(&req, MPI_STATUS_IGNORE);
-        return mpi_fail(err, rc, "MPI_Mrecv");
-    }
-    b.spins = 0;
-    for (;;) {
-        rc = MPI_Test(&req, &flag, MPI_STATUS_IGNORE);
-        if (rc != MPI_SUCCESS || flag) {
-            break;
-        }
-        const char *failed = rig_ucx_failed(job->ucx);
-        if (failed != NULL) {
-            free(m);
-            MPI_Cancel(&req);
-            MPI_Request_free(&req);
-            return rig_err(err, "%s", failed);
-        }
-        rig_backoff_step(&b);
-    }
-    if (rc != MPI_SUCCESS) {
-        free(m);
-        return mpi_fail(err, rc, "MPI_Test");
-    }
-    *in = m;
-    *inlen = (size_t)count;
-    return true;
-}
-
-/* One side's message, parsed in place. */
-typedef struct {
-    wire_head h;
-    const rig_transfer *send, *receive;
-    const void *desc;
-    const char *msg;
-} side;
-
-static bool parse(const void *buf, size_t len, side *s)
-{
-    if (len < sizeof(wire_head)) {
-        return false;
-    }
-    memcpy(&s->h, buf, sizeof(s->h));
-    const wire_head *h = &s->h;
-    if (h->magic != RIG_WIRE_MAGIC || h->nsend > (1u << 30) ||
-        h->nreceive > (1u << 30)) {
-        return false;
-    }
-    size_t need = sizeof(wire_head) +
-                  (size_t)(h->nsend + h->nreceive) * sizeof(rig_transfer) +
-                  (size_t)h->desc_len + (size_t)h->msg_len;
-    if (need != len) {
-        return false;
-    }
-    const uint8_t *p = (const uint8_t *)buf + sizeof(wire_head);
-    s->send = (const rig_transfer *)p;
-    p += h->nsend * sizeof(rig_transfer);
-    s->receive = (const rig_transfer *)p;
-    p += h->nreceive * sizeof(rig_transfer);
-    s->desc = p;
-    p += h->desc_len;
-    s->msg = (const char *)p;
-    return true;
-}
-
-static void *pack(int status, bool attached, uint64_t seq,
-                  const rig_transfer *send, size_t nsend,
-                  const rig_transfer *receive, size_t nreceive,
-                  const void *desc, size_t desc_len, const char *msg,
-                  size_t *len)
-{
-    size_t msg_len = msg != NULL ? strlen(msg) + 1 : 0;
-    if (status == RIG_RAIL_LISTS) {
-        nsend = nreceive = 0; /* may be unreadable */
-    }
-    wire_head h = {
-        .magic = RIG_WIRE_MAGIC,
-        .status = status,
-        .attached = attached ? 1 : 0,
-        .seq = seq,
-        .nsend = nsend,
-        .nreceive = nreceive,
-        .desc_len = desc_len,
-        .msg_len = msg_len,
-    };
-    *len = sizeof(h) + (nsend + nreceive) * sizeof(rig_transfer) + desc_len +
-           msg_len;
-    uint8_t *buf = malloc(*len);
-    if (buf == NULL) {
-        return NULL;
-    }
-    uint8_t *p = buf;
-    memcpy(p, &h, sizeof(h));
-    p += sizeof(h);
-    if (nsend > 0) {
-        memcpy(p, send, nsend * sizeof(rig_transfer));
-    }
-    p += nsend * sizeof(rig_transfer);
-    if (nreceive > 0) {
-        memcpy(p, receive, nreceive * sizeof(rig_transfer));
-    }
-    p += nreceive * sizeof(rig_transfer);
-    if (desc_len > 0) {
-        memcpy(p, desc, desc_len);
-    }
-    p += desc_len;
-    if (msg_len > 0) {
-        memcpy(p, msg, msg_len);
-    }
-    return buf;
-}
-
-static void detach(void *arg, void *base)
-{
-    rig_job *job = arg;
-    MPI_Win_detach(job->win, base);
-}
-
-static int attach_warned;
-
-/* How many regions the job's window may hold: Open MPI's osc rdma takes
- * osc_rdma_max_attach (64 by default), and in 4.1 an attach past it fails
- * leaving the window's region lock held, so that every later attach or
- * detach hangs.  rig therefore never asks for more.  UINT64_MAX when the
- * MPI has no such variable. */
-static uint64_t attach_limit(void)
-{
-    uint64_t limit = UINT64_MAX;
-    int provided;
-    if (MPI_T_init_thread(MPI_THREAD_SINGLE, &provided) != MPI_SUCCESS) {
-        return limit;
-    }
-    int idx, count;
-    MPI_T_cvar_handle h;
-    if (MPI_T_cvar_get_index("osc_rdma_max_attach", &idx) == MPI_SUCCESS &&
-        MPI_T_cvar_handle_alloc(idx, NULL, &h, &count) == MPI_SUCCESS) {
-        uint64_t v[2] = {0, 0}; /* an unsigned int, read little or big */
-        unsigned int u = 0;
-        if (count == 1 && MPI_T_cvar_read(h, v) == MPI_SUCCESS) {
-            memcpy(&u, v, sizeof(u));
-            limit = u;
-        }
-        MPI_T_cvar_handle_free(&h);
-    }
-    MPI_T_finalize();
-    return limit;
-}
-
-/* Attaches e's memory to the job's window while the window has room; past
- * that the rail still works, its end is only not reachable through the
- * window. */
-static bool attach(rig_job *job, rig_uend *e)
-{
-    void *base;
-    size_t len;
-    rig_uend_memory(e, &base, &len);
-    pthread_mutex_lock(&job->lock);
-    bool room = job->attached < job->attach_limit;
-    int rc = MPI_SUCCESS;
-    if (room) {
-        rc = MPI_Win_attach(job->win, base, (MPI_Aint)len);
-        if (rc == MPI_SUCCESS) {
-            job->attached++;
-        } else {
-            job->attach_limit = job->attached; /* never again */
-        }
-    }
-    pthread_mutex_unlock(&job->lock);
-    if (room && rc == MPI_SUCCESS) {
-        return true;
-    }
-    char *why = NULL;
-    if (room) {
-        mpi_fail(&why, rc, "MPI_Win_attach");
-    } else {
-        rig_err(&why,
-                "unsupported: the job's window holds %llu ends, "
-                "its most (Open MPI's osc_rdma_max_attach)",
-                (unsigned long long)job->attach_limit);
-    }
-    rig_log_once(&attach_warned, RIG_LOG_WARN,
-                 "%s: later ends are not reachable through rig_job_window "
-                 "(Open MPI: raise osc_rdma_max_attach)",
-                 why != NULL ? why : "nomem");
-    free(why);
-    return false;
-}
-
-static void unattach(rig_job *job, rig_uend *e, bool attached)
-{
-    if (attached) {
-        void *base;
-        size_t len;
-        rig_uend_memory(e, &base, &len);
-        MPI_Win_detach(job->win, base);
-        pthread_mutex_lock(&job->lock);
-        job->attached--;
-        pthread_mutex_unlock(&job->lock);
-    }
-}
-
-static bool ack(rig_job *job, int peer, bool ok, bool *peer_ok, char **err)
-{
-    int mine = ok ? 1 : 0;
-    void *in = NULL;
-    size_t inlen = 0;
-    if (!swap(job, peer, RIG_TAG_ACK, &mine, sizeof(mine), &in, &inlen, err)) {
-        return false;
-    }
-    int theirs = 0;
-    if (inlen == sizeof(theirs)) {
-        memcpy(&theirs, in, sizeof(theirs));
-    }
-    free(in);
-    *peer_ok = theirs == 1;
-    return true;
-}
 
 bool rig_job_rail(rig_job *job, int peer, const rig_transfer *send,
                   size_t nsend, const rig_transfer *receive, size_t nreceive,
@@ -746,149 +490,29 @@ bool rig_job_rail(rig_job *job, int peer, const rig_transfer *send,
                        send == NULL && nsend > 0 ? nsend : nreceive);
     }
     /* A failed job makes no rail, and the peer may be gone: no contact. */
-    const char *failed_now =
-        job->mpi != NULL ? rig_mpi_failed(job->mpi) : rig_ucx_failed(job->ucx);
-    if (failed_now != NULL) {
-        return rig_err(err, "%s", failed_now);
+    const char *failed = rig_transport_failed(job->t);
+    if (failed != NULL) {
+        return rig_err(err, "%s", failed);
     }
-    pthread_mutex_lock(&job->lock);
+    rig_lock(&job->lock, JOB_LOCK_LEVEL);
     uint64_t seq = job->seq[peer]++;
-    pthread_mutex_unlock(&job->lock);
+    rig_unlock(&job->lock, JOB_LOCK_LEVEL);
     int lo = job->rank < peer ? job->rank : peer;
     int hi = job->rank < peer ? peer : job->rank;
     int64_t id =
         (((int64_t)lo * job->size + hi) << 32) | (int64_t)(seq & 0xffffffffu);
-    if (job->mpi != NULL) {
-        return rig_mpi_rail(job->mpi, peer, id, send, nsend, receive, nreceive,
-                            out, err);
-    }
-
-    /* This side: check, make the end, attach it. */
-    int status = RIG_RAIL_OK;
-    char *mine = NULL;
-    rig_uend *e = NULL;
-    bool attached = false;
-    const char *failed = rig_ucx_failed(job->ucx);
-    if (failed != NULL) {
-        status = RIG_RAIL_FAILED;
-        rig_err(&mine, "%s", failed);
-    } else if (!rig_check_transfers(send, nsend, receive, nreceive, &mine)) {
-        status = RIG_RAIL_LISTS;
-    } else if (!rig_uend_make(job->ucx, peer, id, send, nsend, receive,
-                              nreceive, &e, &mine)) {
-        status = RIG_RAIL_END;
-    } else {
-        attached = attach(job, e);
-    }
-    const void *desc = NULL;
-    size_t desc_len = 0;
-    if (e != NULL) {
-        rig_uend_desc(e, &desc, &desc_len);
-    }
-    size_t len = 0;
-    void *buf = pack(status, attached, seq, send, nsend, receive, nreceive,
-                     desc, desc_len, mine, &len);
-    if (buf == NULL) {
-        /* Tell the peer at least that this side failed. */
-        status = RIG_RAIL_END;
-        free(mine);
-        mine = strdup("nomem: rail message");
-        buf = pack(RIG_RAIL_END, false, seq, NULL, 0, NULL, 0, NULL, 0, NULL,
-                   &len);
-    }
-    void *in = NULL;
-    size_t inlen = 0;
-    /* A reason already found (a failed job, bad lists) is the one to
-     * report: the exchange's own error, if any, must not replace it. */
-    bool ok = buf != NULL && swap(job, peer, RIG_TAG_RAIL, buf, len, &in,
-                                  &inlen, mine == NULL ? &mine : NULL);
-    free(buf);
-    if (buf == NULL || !ok) {
-        goto err_end;
-    }
-
-    /* Both sides decide alike from the two messages. */
-    side them;
-    bool parsed = parse(in, inlen, &them);
-    if (status != RIG_RAIL_OK) {
-        goto err_end; /* mine holds this side's error */
-    }
-    if (!parsed) {
-        rig_err(&mine, "invalid: rank %d sent a malformed rail message", peer);
-        goto err_end;
-    }
-    if (them.h.seq != seq) {
-        rig_err(&mine,
-                "invalid: rail %llu with rank %d met its rail %llu "
-                "(calls to one peer from several threads?)",
-                (unsigned long long)seq, peer, (unsigned long long)them.h.seq);
-        goto err_end;
-    }
-    if (them.h.status != RIG_RAIL_OK) {
-        rig_rail_peer_refused(peer, them.h.status,
-                              them.h.msg_len > 0 ? them.msg : "(no reason)",
-                              &mine);
-        goto err_end;
-    }
-    rig_rail_lists me = {send, receive, nsend, nreceive};
-    rig_rail_lists th = {them.send, them.receive, them.h.nsend,
-                         them.h.nreceive};
-    bool me_lo = job->rank == lo;
-    if (!rig_rail_lists_match(lo, me_lo ? &me : &th, hi, me_lo ? &th : &me,
-                              &mine)) {
-        goto err_end;
-    }
-
-    /* Connect, then agree that both did. */
-    rig_uend_set_attached(e, attached, them.h.attached != 0);
-    rig_rail *rail = NULL;
-    ok = rig_uend_connect(e, them.desc, (size_t)them.h.desc_len, &rail, &mine);
-    bool peer_ok = false;
-    if (!ack(job, peer, ok, &peer_ok, ok ? &mine : NULL)) {
-        ok = false;
-    } else if (ok && !peer_ok) {
-        rig_err(&mine,
-                "failed: rank %d could not connect to this rank's "
-                "end of rail %lld",
-                peer, (long long)id);
-        ok = false;
-    }
-    if (!ok) {
-        if (rail != NULL) {
-            unattach(job, e, attached);
-            rig_uend_discard(e, rail);
-            e = NULL;
-        }
-        goto err_end;
-    }
-    free(in);
-    *out = rail;
-    return true;
-
-err_end:
-    if (e != NULL) {
-        unattach(job, e, attached);
-        rig_uend_discard(e, NULL);
-    }
-    free(in);
-    if (err != NULL) {
-        *err = mine;
-    } else {
-        free(mine);
-    }
-    return false;
+    return rig_transport_rail(job->t, peer, id, send, nsend, receive, nreceive,
+                              out, err);
 }
 
 int rig_job_rail_peer(const rig_job *job, const rig_rail *rail)
 {
-    if (job == NULL || rail == NULL) {
+    rig_rail_far far;
+    if (job == NULL || rail == NULL ||
+        !rig_transport_rail_far(job->t, rail, &far)) {
         return -1;
     }
-    if (job->mpi != NULL) {
-        return rig_mpi_rail_peer(job->mpi, rail);
-    }
-    rig_uend *e = rig_ucx_find(job->ucx, rail);
-    return e != NULL ? rig_uend_peer(e) : -1;
+    return far.rank;
 }
 
 bool rig_job_window(const rig_job *job, MPI_Win *out, char **err)
@@ -896,7 +520,7 @@ bool rig_job_window(const rig_job *job, MPI_Win *out, char **err)
     if (job == NULL || out == NULL) {
         return rig_err(err, "invalid: %s is NULL", job == NULL ? "job" : "out");
     }
-    *out = job->win;
+    *out = rig_window_win(job->window);
     return true;
 }
 
@@ -909,29 +533,22 @@ bool rig_job_rail_disp(const rig_job *job, const rig_rail *rail,
                        : rail == NULL ? "rail"
                                       : "out");
     }
-    if (job->mpi != NULL) {
-        return rig_mpi_rail_disp(job->mpi, rail, out, err);
-    }
-    rig_uend *e = rig_ucx_find(job->ucx, rail);
-    if (e == NULL) {
+    rig_rail_far far;
+    if (!rig_transport_rail_far(job->t, rail, &far)) {
         return rig_err(err, "invalid: rail %lld is not a rail of this job",
                        (long long)rig_rail_id(rail));
     }
-    bool theirs = false;
-    rig_uend_attached(e, &theirs);
-    if (!theirs) {
+    if (!far.attached) {
         return rig_err(err,
                        "unsupported: rank %d's end of rail %lld is not "
                        "attached to the window (Open MPI's "
                        "osc_rdma_max_attach)",
-                       rig_uend_peer(e), (long long)rig_rail_id(rail));
+                       far.rank, (long long)rig_rail_id(rail));
     }
-    uint64_t c, o, i;
-    rig_uend_peer_addrs(e, &c, &o, &i);
-    out->rank = rig_uend_peer(e);
-    out->counts = (MPI_Aint)c;
-    out->outbound = (MPI_Aint)o;
-    out->inbound = (MPI_Aint)i;
+    out->rank = far.rank;
+    out->counts = (MPI_Aint)far.counts;
+    out->outbound = (MPI_Aint)far.outbound;
+    out->inbound = (MPI_Aint)far.inbound;
     return true;
 }
 
@@ -945,20 +562,13 @@ void rig_job_fail(rig_job *job, const char *why)
     char *msg = NULL;
     rig_err(&msg, "failed: rig_job_fail on rank %d: %s", job->rank,
             why != NULL ? why : "(no reason given)");
-    if (job->mpi != NULL) {
-        rig_mpi_fail(job->mpi, msg);
-    } else {
-        rig_ucx_fail(job->ucx, msg);
-    }
+    rig_transport_fail(job->t, msg != NULL ? msg : "failed: rig_job_fail");
     free(msg);
 }
 
 bool rig_job_failed(const rig_job *job)
 {
-    if (job != NULL && job->mpi != NULL) {
-        return rig_mpi_failed(job->mpi) != NULL;
-    }
-    return job != NULL && rig_ucx_failed(job->ucx) != NULL;
+    return job != NULL && rig_transport_failed(job->t) != NULL;
 }
 
 char *rig_job_failure(const rig_job *job)
@@ -966,20 +576,40 @@ char *rig_job_failure(const rig_job *job)
     if (job == NULL) {
         return NULL;
     }
-    const char *why =
-        job->mpi != NULL ? rig_mpi_failed(job->mpi) : rig_ucx_failed(job->ucx);
+    const char *why = rig_transport_failed(job->t);
     return why != NULL ? strdup(why) : NULL;
 }
 
-static int ucx_gone(void *arg)
-{
-    return rig_ucx_gone(((rig_job *)arg)->ucx);
-}
-
-/* A barrier that gives up once a rank is known to have left the job. */
+/* MPI_Ibarrier on the job's communicator that gives up (false) once the
+ * transport names a rank that left the job, so closing never waits for a
+ * dead rank.  False also when MPI fails. */
 static bool close_barrier(rig_job *job)
 {
-    return rig_barrier_unless_gone(job->comm, job->rank, ucx_gone, job);
+    if (rig_transport_gone(job->t) >= 0) {
+        return false;
+    }
+    MPI_Request req;
+    if (MPI_Ibarrier(job->comm, &req) != MPI_SUCCESS) {
+        return false;
+    }
+    rig_backoff b = {0};
+    for (;;) {
+        int flag = 0;
+        if (MPI_Test(&req, &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS) {
+            return false;
+        }
+        if (flag) {
+            return true;
+        }
+        int left = rig_transport_gone(job->t);
+        if (left >= 0) {
+            rig_log(RIG_LOG_WARN,
+                    "rank %d: closing the job without rank %d, which left it",
+                    job->rank, left);
+            return false; /* the request is abandoned with the comm */
+        }
+        rig_backoff_step(&b);
+    }
 }
 
 void rig_job_close(rig_job *job)
@@ -987,29 +617,16 @@ void rig_job_close(rig_job *job)
     if (job == NULL) {
         return;
     }
-    if (job->mpi != NULL) {
-        /* Every rank stopped carrying before any window goes; without a
-         * rank that left, the collective frees are abandoned. */
-        rig_mpi_stop(job->mpi);
-        bool all = rig_mpi_barrier(job->mpi);
-        rig_mpi_close(job->mpi);
-        if (all) {
-            MPI_Win_free(&job->win);
-            MPI_Comm_free(&job->comm);
-        }
-        job_free(job);
-        return;
-    }
-    unwatch_finalize(job);
-    rig_ucx_stop(job->ucx);
-    /* Every rank stopped carrying before any memory or endpoint goes.  A
-     * rank that left the job (died, or finalized MPI) never arrives: then
-     * the window and communicator are abandoned (freeing them is
-     * collective) and only local resources go. */
+    finalize_unwatch(job);
+    rig_transport_stop(job->t);
+    /* Every rank stopped carrying before any memory, endpoint or window
+     * goes.  A rank that left the job (died, or finalized MPI) never
+     * arrives: then the window and communicator are abandoned (freeing
+     * them is collective) and only local resources go. */
     bool all = close_barrier(job);
-    rig_ucx_close(job->ucx, detach, job);
+    rig_transport_close(job->t, all);
+    rig_window_close(job->window, all);
     if (all) {
-        MPI_Win_free(&job->win);
         MPI_Comm_free(&job->comm);
     }
     job_free(job);
@@ -1025,20 +642,23 @@ bool rig_transport_info(FILE *out, char **err)
     fprintf(out, "transport (rails between MPI ranks):\n");
     /* The RIG_* values themselves are in rig_settings() (rig_info prints
      * them all); here only whether they resolve. */
-    rig_rail_settings sel;
+    const rig_transport_ops *sel = NULL;
+    rig_transport_params p;
     char *why = NULL;
-    if (!rig_rail_settings_resolve(NULL, &sel, &why)) {
+    if (!options_resolve(NULL, &sel, &p, &why)) {
         fprintf(out, "  settings error:  %s\n", why != NULL ? why : "nomem");
         free(why);
-    } else if (sel.mpi) {
-        fprintf(out, "  selected:        mpi (MPI RMA; RIG_TRANSPORT)\n");
-        rig_mpi_info(out);
-        fprintf(out, "  (ucx, not selected:)\n");
+        sel = NULL;
     } else {
-        fprintf(out, "  selected:        ucx\n");
+        fprintf(out, "  selected:        %s (%s)\n", sel->name, sel->about);
     }
-    if (!rig_ucx_info(out, err)) {
-        return false;
+    for (size_t i = 0; rig_transport_at(i) != NULL; i++) {
+        const rig_transport_ops *ops = rig_transport_at(i);
+        fprintf(out, "  [%s%s]\n", ops->name,
+                ops == sel ? "" : ", not selected");
+        if (!rig_transport_describe(ops, out, err)) {
+            return false;
+        }
     }
     return true;
 }

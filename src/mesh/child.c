@@ -3,7 +3,7 @@
  * and the keeper that runs each program in a tree that ends whole. */
 #include "child_internal.h"
 
-#include "../abi/util_internal.h"
+#include "../util/util_internal.h"
 
 #include <errno.h>
 #include <fcntl.h>

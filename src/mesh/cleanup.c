@@ -8,7 +8,7 @@
  * and a signal race. */
 #include "mesh/backend.h"
 
-#include "../abi/util_internal.h"
+#include "../util/util_internal.h"
 
 #include <signal.h>
 #include <stdbool.h>

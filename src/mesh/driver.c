@@ -7,7 +7,7 @@
 #include "mesh/driver.h"
 #include "mesh/executors.h"
 
-#include "../abi/util_internal.h"
+#include "../util/util_internal.h"
 
 #include <errno.h>
 #include <pthread.h>

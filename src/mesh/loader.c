@@ -5,7 +5,7 @@
 
 #include "mesh_internal.h"
 
-#include "../abi/util_internal.h"
+#include "../util/util_internal.h"
 
 #include <dirent.h>
 #include <errno.h>

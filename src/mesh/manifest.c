@@ -4,7 +4,7 @@
 #include "mesh/abi/backend.h"
 #include "mesh/executors.h"
 
-#include "../abi/util_internal.h"
+#include "../util/util_internal.h"
 
 #include <jansson.h>
 #include <stdlib.h>

@@ -6,7 +6,7 @@
  * reached through the hooks of mesh_internal.h (weak stubs here). */
 #include "mesh_internal.h"
 
-#include "../abi/util_internal.h"
+#include "../util/util_internal.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -10,7 +10,7 @@
 #ifndef RIG_TEST_CUDA_UTIL_H
 #define RIG_TEST_CUDA_UTIL_H
 
-#include "abi/util_internal.h"
+#include "util/util_internal.h"
 #include "mesh/driver.h"
 #include "mesh/mesh_internal.h"
 #include "test_util.h"

@@ -19,7 +19,7 @@
  * tests/cuda/data. */
 #include "mesh/cuda/cuda_backend_internal.h"
 
-#include "abi/util_internal.h"
+#include "util/util_internal.h"
 
 #include "mesh/driver.h"
 #include "mesh/executors.h"

@@ -18,7 +18,7 @@
  *                              destroy's); prints "worker <pid>" first */
 #include "mesh/cuda/cuda_mps_internal.h"
 
-#include "abi/util_internal.h"
+#include "util/util_internal.h"
 
 #include "mesh/driver.h"
 #include "mesh/executors.h"

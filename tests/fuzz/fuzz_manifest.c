@@ -6,7 +6,7 @@
  * Build (tests/fuzz/run.sh, with M the mesh sources but print_target.c):
  *   clang -g -O1 -std=gnu11 -D_GNU_SOURCE -fsanitize=fuzzer,address,undefined
  *     -Iinclude -I<build> tests/fuzz/fuzz_manifest.c $M
- *     src/mesh/native/native.c src/abi/util.c -ljansson -lxxhash -lhwloc
+ *     src/mesh/native/native.c src/util/util.c -ljansson -lxxhash -lhwloc
  *     -pthread */
 #include "mesh/backend.h"
 

@@ -27,7 +27,7 @@ run_target() { # name corpus sources... -- extra flags
     grep -E '^stat::number_of_executed_units' "$out/$name.log" || true
 }
 
-abi=("$src"/src/abi/*.c)
+abi=("$src"/src/abi/*.c "$src"/src/util/*.c)
 run_target fuzz_transfers transfers "$src/tests/fuzz/fuzz_transfers.c" \
     "${abi[@]}"
 if [ -f "$src/tests/fuzz/targets.sh" ]; then

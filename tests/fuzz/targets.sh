@@ -10,7 +10,7 @@ done
 # The keeper's image, which librig carries (src/mesh/local.mk makes it).
 make -s -C "$build" src/mesh/keeper/keeper_embed.c
 mesh+=("$src"/src/mesh/native/*.c "$build/src/mesh/keeper/keeper_embed.c"
-    -I"$src/src/mesh/keeper" "$src/src/abi/util.c")
+    -I"$src/src/mesh/keeper" "$src/src/util/util.c")
 run_target fuzz_manifest manifest "$src/tests/fuzz/fuzz_manifest.c" \
     "${mesh[@]}" -I"$src/src" -ljansson -lxxhash -lhwloc
 run_target fuzz_wasm wasm "$src/tests/fuzz/fuzz_wasm.c" "$src"/src/mesh/wasm/*.c \

@@ -47,7 +47,7 @@
  *   RIG_MESH_CUDA_SMS (a green context) is refused with it. */
 #include "cuda_backend_internal.h"
 
-#include "../../abi/util_internal.h"
+#include "../../util/util_internal.h"
 
 #include <stdatomic.h>
 #include <stdio.h>

@@ -16,7 +16,7 @@
  * refuse it without loading a module. */
 #include "cuda_internal.h"
 
-#include "../../abi/util_internal.h"
+#include "../../util/util_internal.h"
 
 #include <ctype.h>
 #include <elf.h>

@@ -8,7 +8,7 @@
  * in the backend's own context and in an MPS worker's. */
 #include "cuda_internal.h"
 
-#include "../../abi/util_internal.h"
+#include "../../util/util_internal.h"
 
 #include <errno.h>
 #include <stdatomic.h>

@@ -46,7 +46,7 @@
  *   its own account (cuda_mps.c). */
 #include "cuda_backend_internal.h"
 
-#include "../../abi/util_internal.h"
+#include "../../util/util_internal.h"
 
 #include <stdatomic.h>
 #include <stdio.h>

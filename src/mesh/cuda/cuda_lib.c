@@ -2,7 +2,7 @@
 /* libcuda and nvJitLink loaded at run time, and their codes as messages. */
 #include "cuda_internal.h"
 
-#include "../../abi/util_internal.h"
+#include "../../util/util_internal.h"
 
 #include <dlfcn.h>
 #include <stdio.h>

@@ -29,7 +29,7 @@
  *   it with no program running). */
 #include "cuda_mps_internal.h"
 
-#include "../../abi/util_internal.h"
+#include "../../util/util_internal.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -22,7 +22,7 @@
  *   (daemon_env). */
 #include "cuda_mps_internal.h"
 
-#include "../../abi/util_internal.h"
+#include "../../util/util_internal.h"
 
 #include <dirent.h>
 #include <errno.h>

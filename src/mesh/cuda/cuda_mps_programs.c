@@ -5,7 +5,7 @@
  * it).  Without either, MPS isolation answers "unsupported: " naming it. */
 #include "cuda_mps_internal.h"
 
-#include "../../abi/util_internal.h"
+#include "../../util/util_internal.h"
 
 #include <errno.h>
 #include <limits.h>

@@ -43,7 +43,7 @@
  *   the backend's in both modes. */
 #include "cuda_backend_internal.h"
 
-#include "../../abi/util_internal.h"
+#include "../../util/util_internal.h"
 
 #include <stdio.h>
 

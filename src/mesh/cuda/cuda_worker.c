@@ -19,7 +19,7 @@
  * "system: " or "nomem: " is put behind "load: program <name>: ". */
 #include "cuda_mps_internal.h"
 
-#include "../../abi/util_internal.h"
+#include "../../util/util_internal.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -5,7 +5,7 @@
 
 #include "../child_internal.h"
 
-#include "../../abi/util_internal.h"
+#include "../../util/util_internal.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -13,7 +13,7 @@
  * make its own report lie about another node. */
 #include "native_internal.h"
 
-#include "../../abi/util_internal.h"
+#include "../../util/util_internal.h"
 
 #include <errno.h>
 #include <fcntl.h>

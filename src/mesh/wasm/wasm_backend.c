@@ -2,7 +2,7 @@
 /* The wasm backend: wasm2c modules run on lease lanes (mesh_backend ops). */
 #include "wasm_internal.h"
 
-#include "../../abi/util_internal.h"
+#include "../../util/util_internal.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -15,7 +15,7 @@
 
 #include "../child_internal.h"
 
-#include "../../abi/util_internal.h"
+#include "../../util/util_internal.h"
 
 #include "config.h"
 #include "mesh/wasm.h"

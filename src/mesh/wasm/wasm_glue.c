@@ -24,7 +24,7 @@
  * the instance's state, which the lane frees and never runs again. */
 #include "wasm_internal.h"
 
-#include "../../abi/util_internal.h"
+#include "../../util/util_internal.h"
 
 #include <dlfcn.h>
 #include <errno.h>

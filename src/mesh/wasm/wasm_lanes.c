@@ -8,7 +8,7 @@
  * fewest leased lanes, so min(nodes, cores) nodes get distinct cores. */
 #include "wasm_internal.h"
 
-#include "../../abi/util_internal.h"
+#include "../../util/util_internal.h"
 
 #include "mesh/wasm.h"
 

@@ -2,7 +2,7 @@
 /* Reads a wasm module's sections: its imports, exports and memory. */
 #include "wasm_internal.h"
 
-#include "../../abi/util_internal.h"
+#include "../../util/util_internal.h"
 
 #include "mesh/wasm.h"
 

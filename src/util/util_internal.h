@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* Internal helpers shared by every layer: errors, logging, settings, backoff.
+/* Internal helpers shared by every layer: errors, logging, settings, backoff,
+ * lock order.
  * Hidden symbols of librig; never part of the public ABI. */
 #ifndef RIG_UTIL_INTERNAL_H
 #define RIG_UTIL_INTERNAL_H
 
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -55,6 +57,27 @@ typedef struct {
     uint32_t spins;
 } rig_backoff;
 void rig_backoff_step(rig_backoff *b);
+
+/* Mutexes with a lock order.  Each lock has a level (1..63), stated where
+ * the lock is declared; a thread takes locks in increasing level only.
+ * Builds without NDEBUG check it on every rig_lock (a per-thread mask of
+ * the levels held) and abort naming both levels; with NDEBUG these are
+ * pthread_mutex_lock and _unlock. */
+#ifndef NDEBUG
+void rig_lock(pthread_mutex_t *m, unsigned level);
+void rig_unlock(pthread_mutex_t *m, unsigned level);
+#else
+static inline void rig_lock(pthread_mutex_t *m, unsigned level)
+{
+    (void)level;
+    pthread_mutex_lock(m);
+}
+static inline void rig_unlock(pthread_mutex_t *m, unsigned level)
+{
+    (void)level;
+    pthread_mutex_unlock(m);
+}
+#endif
 
 static inline void rig_cpu_relax(void)
 {

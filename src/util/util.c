@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* Errors, logging, settings and backoff shared by every layer. */
+/* Errors, logging, settings, backoff and the lock order, shared by every
+ * layer. */
 #include "util_internal.h"
 
 #include <errno.h>
@@ -161,3 +162,33 @@ void rig_backoff_step(rig_backoff *b)
         nanosleep(&ts, NULL);
     }
 }
+
+#ifndef NDEBUG
+/* The levels of the locks this thread holds, one bit each. */
+static _Thread_local uint64_t locks_held;
+
+void rig_lock(pthread_mutex_t *m, unsigned level)
+{
+    bool bad = level == 0 || level > 63 ||
+               (locks_held & ~(((uint64_t)1 << level) - 1)) != 0;
+    if (bad) {
+        unsigned top = 63;
+        while (top > 0 && (locks_held & ((uint64_t)1 << top)) == 0) {
+            top--;
+        }
+        rig_log(RIG_LOG_ERROR,
+                "lock order violated: taking a lock of level %u while "
+                "holding one of level %u (levels must increase)",
+                level, top);
+        abort();
+    }
+    pthread_mutex_lock(m);
+    locks_held |= (uint64_t)1 << level;
+}
+
+void rig_unlock(pthread_mutex_t *m, unsigned level)
+{
+    locks_held &= ~((uint64_t)1 << level);
+    pthread_mutex_unlock(m);
+}
+#endif

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* Failure of a job's transport: watching peers, telling every rank.
+/* Failure of the UCX transport: failing, watching peers, telling every
+ * rank.
  *
  * Detection.  A peer on the same node (same boot id and PID namespace) is
  * watched through a pidfd in the progress thread's epoll: its death wakes
@@ -8,7 +9,8 @@
  * kill(pid, 0) every keepalive period.  A peer on another node is watched
  * by UCX: endpoints use UCP_ERR_HANDLING_MODE_PEER, UCX keepalive runs
  * every RIG_KEEPALIVE_MS (default 500 ms; UCX's own default is 20 s) and
- * TCP keepalive is tightened to match, and the progress thread wakes every
+ * TCP keepalive is tightened to match (both through rig's own UCX
+ * configuration, never the environment), and the progress thread wakes every
  * keepalive period while the job has such peers, since keepalive runs
  * inside ucp_worker_progress.  With the default a dead peer is seen well
  * within 2 s.
@@ -20,44 +22,17 @@
  * a message latency, whether or not it shares a rail with the origin.  A
  * rank that learns of a failure this way does not send it on. */
 #include "ucx_internal.h"
-#include "util_internal.h"
 
 #include <errno.h>
-#include <fcntl.h>
-#include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
-#include <sys/stat.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #define RIG_AM_FAIL 0x7267 /* "rg": the failure message */
 #define RIG_FAIL_MSG_MAX 512
-
-void rig_node_key(char *out, size_t len)
-{
-    char boot[64] = "?";
-    FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
-    if (f != NULL) {
-        if (fgets(boot, sizeof(boot), f) == NULL) {
-            snprintf(boot, sizeof(boot), "?");
-        }
-        fclose(f);
-        boot[strcspn(boot, "\n")] = '\0';
-    }
-    struct stat st;
-    unsigned long long ns = 0;
-    if (stat("/proc/self/ns/pid", &st) == 0) {
-        ns = (unsigned long long)st.st_ino;
-    }
-    char host[64] = {0};
-    if (gethostname(host, sizeof(host) - 1) != 0) {
-        snprintf(host, sizeof(host), "?");
-    }
-    snprintf(out, len, "%s/%llx/%s", boot, ns, host);
-}
 
 bool rig_fail_config(ucp_config_t *cfg, uint64_t keepalive_ms, char **err)
 {
@@ -70,12 +45,15 @@ bool rig_fail_config(ucp_config_t *cfg, uint64_t keepalive_ms, char **err)
                        "failed: %s",
                        v, rig_ucs_str(st));
     }
-    /* TCP keepalive is an interface setting, read from the environment by
-     * ucp_init (see context_make); a user's own value wins. */
-    snprintf(v, sizeof(v), "%llums", (unsigned long long)keepalive_ms);
-    setenv("UCX_TCP_KEEPIDLE", v, 0);
-    setenv("UCX_TCP_KEEPINTVL", v, 0);
-    return true;
+    /* TCP keepalive is a setting of the TCP interfaces, which UCX applies
+     * to them as the worker opens them. */
+    static const char *const tcp[] = {"tcp", NULL};
+    static const char *const idle[] = {"UCX_TCP_KEEPIDLE", "UCX_KEEPIDLE",
+                                       NULL};
+    static const char *const intvl[] = {"UCX_TCP_KEEPINTVL", "UCX_KEEPINTVL",
+                                        NULL};
+    return rig_ucx_config_set(cfg, "KEEPIDLE", v, idle, tcp, err) &&
+           rig_ucx_config_set(cfg, "KEEPINTVL", v, intvl, tcp, err);
 }
 
 /* ---- the failure message ------------------------------------------------- */
@@ -98,10 +76,7 @@ static ucs_status_t fail_am(void *arg, const void *header, size_t header_len,
         return UCS_OK;
     }
     memcpy(&gone, data, sizeof(gone));
-    if (gone >= 0 && gone < u->size) {
-        int none = -1;
-        atomic_compare_exchange_strong(&u->gone, &none, (int)gone);
-    }
+    rig_failure_left(&u->fail, (int)gone); /* -1 or out of range: none */
     char msg[RIG_FAIL_MSG_MAX];
     len -= sizeof(gone);
     size_t n = len < sizeof(msg) - 1 ? len : sizeof(msg) - 1;
@@ -138,10 +113,12 @@ bool rig_fail_init(rig_ucx *u, char **err)
     return true;
 }
 
-void rig_fail_broadcast(rig_ucx *u, const char *why)
+/* Sends why to every rank but this one and the dead, waiting (at most 1 s)
+ * for the sends.  List and worker locks held. */
+static void broadcast(rig_ucx *u, const char *why)
 {
     char msg[sizeof(int32_t) + RIG_FAIL_MSG_MAX];
-    int32_t gone = (int32_t)atomic_load(&u->gone);
+    int32_t gone = (int32_t)rig_failure_gone(&u->fail);
     memcpy(msg, &gone, sizeof(gone));
     size_t len = strlen(why) + 1;
     if (len > RIG_FAIL_MSG_MAX) {
@@ -155,7 +132,7 @@ void rig_fail_broadcast(rig_ucx *u, const char *why)
     }
     for (int r = 0; r < u->size; r++) {
         ucp_ep_h ep;
-        if (r == u->rank || (u->dead != NULL && atomic_load(&u->dead[r])) ||
+        if (r == u->rank || rig_failure_has_left(&u->fail, r) ||
             !rig_ucx_ep(u, r, &ep, NULL)) {
             continue;
         }
@@ -207,83 +184,59 @@ void rig_fail_broadcast(rig_ucx *u, const char *why)
 
 static void peer_died(rig_ucx *u, int r)
 {
-    if (atomic_exchange(&u->dead[r], true) || atomic_load(&u->closing)) {
+    if (atomic_load(&u->closing) || !rig_failure_left(&u->fail, r)) {
         return;
     }
-    int none = -1;
-    atomic_compare_exchange_strong(&u->gone, &none, r);
     char why[160];
     snprintf(why, sizeof(why), "failed: rank %d died (pid %d, seen by rank %d)",
-             r, (int)u->pid[r], u->rank);
-    rig_ucx_fail(u, why);
+             r, (int)u->fail.pid[r], u->rank);
+    rig_ucx_fail(&u->super, why);
 }
 
-bool rig_ucx_watch(rig_ucx *u, const int32_t *pids, const bool *local,
-                   char **err)
+bool rig_fail_watch(rig_ucx *u, const rig_transport_wiring *w, char **err)
 {
-    u->pid = calloc((size_t)u->size, sizeof(*u->pid));
-    u->pidfd = calloc((size_t)u->size, sizeof(*u->pidfd));
-    u->dead = calloc((size_t)u->size, sizeof(*u->dead));
-    if (u->pid == NULL || u->pidfd == NULL || u->dead == NULL) {
-        return rig_err(err, "nomem: peer watch tables for %d ranks", u->size);
-    }
+    rig_failure_know(&u->fail, w);
     for (int r = 0; r < u->size; r++) {
-        u->pid[r] = local[r] ? pids[r] : 0;
-        u->pidfd[r] = -1;
-        atomic_init(&u->dead[r], false);
         if (r == u->rank) {
             continue;
         }
-        if (!local[r]) {
-            u->wake_ms = (int)u->keepalive_ms;
+        if (!w->local[r]) {
+            u->wake_ms = (int)u->keepalive_ms; /* keepalive runs then */
             continue;
         }
-#ifdef SYS_pidfd_open
-        int fd = (int)syscall(SYS_pidfd_open, (pid_t)pids[r], 0);
-#else
-        int fd = -1;
-        errno = ENOSYS;
-#endif
+        if (!rig_failure_watch(&u->fail, r, err)) {
+            return false;
+        }
+        int fd = rig_failure_fd(&u->fail, r);
         if (fd < 0) {
-            if (errno == ESRCH) {
-                return rig_err(err, "failed: rank %d (pid %d) is gone", r,
-                               (int)pids[r]);
-            }
-            /* No pidfds: poll the peer every keepalive period. */
-            u->poll_pids = true;
-            u->wake_ms = (int)u->keepalive_ms;
+            u->wake_ms = (int)u->keepalive_ms; /* polled with kill */
             continue;
         }
-        fcntl(fd, F_SETFD, FD_CLOEXEC);
         struct epoll_event ev = {.events = EPOLLIN, .data.fd = fd};
         if (epoll_ctl(u->epfd, EPOLL_CTL_ADD, fd, &ev) != 0) {
             int e = errno;
-            close(fd);
+            rig_failure_unwatch(&u->fail, r);
             return rig_err(err, "system: epoll_ctl of rank %d's pidfd: %s", r,
                            strerror(e));
         }
-        u->pidfd[r] = fd;
     }
     /* Endpoints to every peer now: UCX polls (and keeps alive) only the
      * interfaces its endpoints use, and the failure message must reach a
      * rank that has no rail with its sender. */
-    pthread_mutex_lock(&u->worker_lock);
+    rig_lock(&u->worker_lock, UCX_LOCK_WORKER);
     bool ok = true;
     for (int r = 0; r < u->size && ok; r++) {
         ucp_ep_h ep;
         ok = r == u->rank || rig_ucx_ep(u, r, &ep, err);
     }
-    pthread_mutex_unlock(&u->worker_lock);
+    rig_unlock(&u->worker_lock, UCX_LOCK_WORKER);
     return ok;
 }
 
 bool rig_fail_event(rig_ucx *u, int fd)
 {
-    if (u->pidfd == NULL) {
-        return false;
-    }
     for (int r = 0; r < u->size; r++) {
-        if (u->pidfd[r] == fd) {
+        if (rig_failure_fd(&u->fail, r) == fd) {
             epoll_ctl(u->epfd, EPOLL_CTL_DEL, fd, NULL);
             peer_died(u, r);
             return true;
@@ -294,41 +247,145 @@ bool rig_fail_event(rig_ucx *u, int fd)
 
 void rig_fail_poll(rig_ucx *u)
 {
-    if (!u->poll_pids) {
+    if (!u->fail.polled) {
         return;
     }
     for (int r = 0; r < u->size; r++) {
-        if (r != u->rank && u->pidfd[r] < 0 && u->pid[r] > 0 &&
-            kill((pid_t)u->pid[r], 0) != 0 && errno == ESRCH) {
+        if (r != u->rank && rig_failure_fd(&u->fail, r) < 0 &&
+            rig_failure_ended(&u->fail, r)) {
             peer_died(u, r);
         }
     }
 }
 
-void rig_fail_unwatch(rig_ucx *u)
+/* ---- failing ------------------------------------------------------------- */
+
+int rig_ucx_gone(rig_transport *t)
 {
-    if (u->pidfd != NULL) {
-        for (int r = 0; r < u->size; r++) {
-            if (u->pidfd[r] >= 0) {
-                close(u->pidfd[r]);
-            }
+    return rig_failure_gone(&rig_ucx_of(t)->fail);
+}
+
+/* origin: the failure starts here (not told by a peer), so every rank is
+ * told of it. */
+static void fail_from(rig_ucx *u, const char *why, bool origin)
+{
+    rig_lock(&u->list_lock, UCX_LOCK_LIST);
+    if (!rig_failure_failed(&u->fail)) {
+        u->fail_origin = origin;
+        atomic_store(&u->told, false);
+        rig_failure_set(&u->fail, why != NULL ? why : "failed: rig_job_fail");
+        rig_log(RIG_LOG_WARN, "rank %d: the job failed: %s", u->rank,
+                rig_failure_reason(&u->fail));
+    }
+    for (rig_uend *e = u->ends; e != NULL; e = e->next) {
+        if (e->held) {
+            rig_end_fail(e->end);
         }
     }
-    free(u->pidfd);
-    free(u->pid);
-    free(u->dead);
-    u->pidfd = NULL;
-    u->pid = NULL;
-    u->dead = NULL;
+    rig_unlock(&u->list_lock, UCX_LOCK_LIST);
+    atomic_store(&u->tell_peers, true);
+    rig_ucx_kick(u);
 }
 
-void rig_ucx_left(rig_ucx *u, int rank)
+void rig_ucx_fail(rig_transport *t, const char *why)
 {
-    int none = -1;
-    atomic_compare_exchange_strong(&u->gone, &none, rank);
+    fail_from(rig_ucx_of(t), why, true);
 }
 
-int rig_ucx_gone(const rig_ucx *u)
+const char *rig_ucx_failed(rig_transport *t)
 {
-    return atomic_load(&((rig_ucx *)u)->gone);
+    return rig_failure_reason(&rig_ucx_of(t)->fail);
+}
+
+void rig_ucx_flush_fail(rig_ucx *u)
+{
+    uint64_t until = rig_now_ns() + 1000000000ull;
+    rig_backoff b = {0};
+    while (!atomic_load(&u->told) && rig_now_ns() < until) {
+        rig_backoff_step(&b);
+    }
+}
+
+void rig_ucx_finalize(rig_transport *t, const char *why)
+{
+    rig_ucx *u = rig_ucx_of(t);
+    rig_failure_left(&u->fail, u->rank);
+    rig_ucx_fail(t, why);
+    rig_ucx_flush_fail(u);
+}
+
+/* Endpoint errors and failed puts arrive inside ucp_worker_progress, under
+ * the worker lock and possibly on a thread in a wake: the failure is
+ * handed to the progress thread (failing takes the list lock, which comes
+ * first). */
+static void fail_later(rig_ucx *u, char *why)
+{
+    char *none = NULL;
+    if (why == NULL ||
+        !atomic_compare_exchange_strong(&u->pending_why, &none, why)) {
+        free(why);
+    }
+    rig_ucx_kick(u);
+}
+
+void rig_ucx_fail_later(rig_ucx *u, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    char *why = NULL;
+    if (vasprintf(&why, fmt, ap) < 0) {
+        why = NULL;
+    }
+    va_end(ap);
+    fail_later(u, why != NULL ? why : strdup("failed: a put failed"));
+}
+
+/* Tells the peers of every end that the job failed, and every rank when
+ * the failure started here. */
+static void tell_peers(rig_ucx *u)
+{
+    rig_lock(&u->list_lock, UCX_LOCK_LIST);
+    rig_lock(&u->worker_lock, UCX_LOCK_WORKER);
+    for (rig_uend *e = u->ends; e != NULL; e = e->next) {
+        if (e->in_job && e->rkey != NULL) {
+            rig_uend_fail_peer(e);
+        }
+    }
+    /* The reason and fail_origin are set once, before tell_peers. */
+    if (u->fail_origin && !atomic_load(&u->closing)) {
+        broadcast(u, rig_failure_reason(&u->fail));
+    }
+    rig_unlock(&u->worker_lock, UCX_LOCK_WORKER);
+    rig_unlock(&u->list_lock, UCX_LOCK_LIST);
+    atomic_store(&u->told, true);
+}
+
+bool rig_fail_progress(rig_ucx *u)
+{
+    char *why = atomic_exchange(&u->pending_why, NULL);
+    if (why != NULL) {
+        fail_from(u, why, true);
+        free(why);
+    }
+    why = atomic_exchange(&u->pending_remote, NULL);
+    if (why != NULL) {
+        fail_from(u, why, false);
+        free(why);
+    }
+    if (atomic_exchange(&u->tell_peers, false)) {
+        tell_peers(u);
+        return true;
+    }
+    return false;
+}
+
+void rig_fail_refail(rig_ucx *u)
+{
+    rig_lock(&u->list_lock, UCX_LOCK_LIST);
+    for (rig_uend *e = u->ends; e != NULL; e = e->next) {
+        if (e->held) {
+            rig_end_fail(e->end);
+        }
+    }
+    rig_unlock(&u->list_lock, UCX_LOCK_LIST);
 }

@@ -8,7 +8,6 @@
  * The pages are bound before they are first touched, so they land on the
  * node; the memset that zeroes the counts touches every page. */
 #include "ucx_internal.h"
-#include "util_internal.h"
 
 #include <errno.h>
 #include <string.h>
@@ -56,7 +55,7 @@ bool rig_endmem_alloc(rig_ucx *u, size_t len, rig_endmem *m, char **err)
             u->topo, base, len, u->nodeset, HWLOC_MEMBIND_BIND,
             HWLOC_MEMBIND_BYNODESET | HWLOC_MEMBIND_MIGRATE) != 0) {
         int e = errno;
-        if (u->set.numa == RIG_ON) {
+        if (u->numa == RIG_ON) {
             rig_err(err, "system: hwloc_set_area_membind failed: %s",
                     strerror(e));
             goto err_unmap;
@@ -73,7 +72,7 @@ bool rig_endmem_alloc(rig_ucx *u, size_t len, rig_endmem *m, char **err)
         bool owned = false;
         if (rig_cuda_register(u->cuda, base, len, &owned, &why)) {
             cuda = owned;
-        } else if (u->set.cuda == RIG_ON) {
+        } else if (u->cuda_switch == RIG_ON) {
             if (err != NULL) {
                 *err = why;
             } else {

@@ -7,7 +7,6 @@
 #include "config.h"
 
 #include "ucx_internal.h"
-#include "util_internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,0 +1,183 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* A job's failure state, shared by the transports (see failure.h). */
+#include "failure.h"
+
+#include "../../util/util_internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+bool rig_failure_init(rig_failure *f, int rank, int size, char **err)
+{
+    memset(f, 0, sizeof(*f));
+    atomic_init(&f->failed, false);
+    atomic_init(&f->why, NULL);
+    atomic_init(&f->seen, NULL);
+    atomic_init(&f->gone, -1);
+    f->rank = rank;
+    f->size = size;
+    f->left = calloc((size_t)size, sizeof(*f->left));
+    f->pid = calloc((size_t)size, sizeof(*f->pid));
+    f->pidfd = malloc((size_t)size * sizeof(*f->pidfd));
+    if (f->left == NULL || f->pid == NULL || f->pidfd == NULL) {
+        free(f->left);
+        free(f->pid);
+        free(f->pidfd);
+        memset(f, 0, sizeof(*f));
+        return rig_err(err, "nomem: failure tables for %d ranks", size);
+    }
+    for (int r = 0; r < size; r++) {
+        atomic_init(&f->left[r], false);
+        f->pidfd[r] = -1;
+    }
+    return true;
+}
+
+void rig_failure_fini(rig_failure *f)
+{
+    for (int r = 0; f->pidfd != NULL && r < f->size; r++) {
+        rig_failure_unwatch(f, r);
+    }
+    free(f->left);
+    free(f->pid);
+    free(f->pidfd);
+    free(atomic_load(&f->why));
+    free(atomic_load(&f->seen));
+    memset(f, 0, sizeof(*f));
+}
+
+/* ---- the reason ---------------------------------------------------------- */
+
+bool rig_failure_set(rig_failure *f, const char *why)
+{
+    char *mine = strdup(why != NULL ? why : "failed: (no reason)");
+    char *none = NULL;
+    bool first =
+        mine != NULL && atomic_compare_exchange_strong(&f->why, &none, mine);
+    if (!first) {
+        free(mine);
+    }
+    atomic_store(&f->failed, true);
+    return first;
+}
+
+void rig_failure_seen(rig_failure *f, const char *why)
+{
+    char *mine = strdup(why);
+    char *none = NULL;
+    if (mine != NULL &&
+        !atomic_compare_exchange_strong(&f->seen, &none, mine)) {
+        free(mine);
+    }
+    atomic_store(&f->failed, true);
+}
+
+bool rig_failure_failed(const rig_failure *f)
+{
+    return atomic_load(&((rig_failure *)f)->failed);
+}
+
+bool rig_failure_known(const rig_failure *f)
+{
+    return atomic_load(&((rig_failure *)f)->why) != NULL;
+}
+
+const char *rig_failure_reason(const rig_failure *f)
+{
+    rig_failure *m = (rig_failure *)f;
+    if (!atomic_load(&m->failed)) {
+        return NULL;
+    }
+    const char *why = atomic_load(&m->why);
+    if (why == NULL) {
+        why = atomic_load(&m->seen);
+    }
+    return why != NULL ? why : "failed: the job failed";
+}
+
+/* ---- ranks that left ----------------------------------------------------- */
+
+bool rig_failure_left(rig_failure *f, int rank)
+{
+    if (rank < 0 || rank >= f->size) {
+        return false;
+    }
+    int none = -1;
+    atomic_compare_exchange_strong(&f->gone, &none, rank);
+    return !atomic_exchange(&f->left[rank], true);
+}
+
+bool rig_failure_has_left(const rig_failure *f, int rank)
+{
+    return rank >= 0 && rank < f->size &&
+           atomic_load(&((rig_failure *)f)->left[rank]);
+}
+
+int rig_failure_gone(const rig_failure *f)
+{
+    return atomic_load(&((rig_failure *)f)->gone);
+}
+
+/* ---- peers' processes ---------------------------------------------------- */
+
+void rig_failure_know(rig_failure *f, const rig_transport_wiring *w)
+{
+    for (int r = 0; r < f->size; r++) {
+        f->pid[r] = r != f->rank && w->local[r] ? w->pid[r] : 0;
+    }
+}
+
+bool rig_failure_watch(rig_failure *f, int r, char **err)
+{
+    if (r < 0 || r >= f->size || f->pid[r] <= 0 || f->pidfd[r] >= 0) {
+        return true;
+    }
+#ifdef SYS_pidfd_open
+    int fd = (int)syscall(SYS_pidfd_open, (pid_t)f->pid[r], 0);
+#else
+    int fd = -1;
+    errno = ENOSYS;
+#endif
+    if (fd < 0) {
+        if (errno == ESRCH) {
+            return rig_err(err, "failed: rank %d (pid %d) is gone", r,
+                           (int)f->pid[r]);
+        }
+        f->polled = true; /* no pidfds: kill(pid, 0) */
+        return true;
+    }
+    fcntl(fd, F_SETFD, FD_CLOEXEC);
+    f->pidfd[r] = fd;
+    return true;
+}
+
+int rig_failure_fd(const rig_failure *f, int r)
+{
+    return r >= 0 && r < f->size ? f->pidfd[r] : -1;
+}
+
+bool rig_failure_ended(const rig_failure *f, int r)
+{
+    if (r < 0 || r >= f->size || f->pid[r] <= 0) {
+        return false;
+    }
+    if (f->pidfd[r] >= 0) {
+        struct pollfd pf = {.fd = f->pidfd[r], .events = POLLIN};
+        return poll(&pf, 1, 0) > 0;
+    }
+    return f->polled && kill((pid_t)f->pid[r], 0) != 0 && errno == ESRCH;
+}
+
+void rig_failure_unwatch(rig_failure *f, int r)
+{
+    if (r >= 0 && r < f->size && f->pidfd[r] >= 0) {
+        close(f->pidfd[r]);
+        f->pidfd[r] = -1;
+    }
+}

@@ -1,0 +1,83 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* A job's failure as every transport keeps it: whether and why the job
+ * failed, which ranks left it, and the watching of same-node peers'
+ * processes.  Each transport's failure.c detects and spreads failures its
+ * own way (UCX: a message to every rank, pidfds in the progress thread's
+ * epoll; MPI: a message to every rank, a watcher thread) on this one
+ * state, which the ops table's failed and gone slots read.
+ *
+ * The reason.  The first rig_failure_set wins and stays; a transport that
+ * finds the job failed before anyone told it why (a peer's count at
+ * RIG_COUNT_FAILED) records a stand-in with rig_failure_seen, which a
+ * later reason replaces.  The reason is stored before the flag (seq_cst
+ * both), so a reader that sees rig_failure_failed sees a reason.
+ *
+ * Ranks that left.  A rank that died or finalized MPI with the job open
+ * left it: no collective with it can complete.  rig_failure_left records
+ * it (per rank, and the first one for rig_failure_gone).
+ *
+ * Peers' processes.  A rank on this node (the job's wiring says which)
+ * is watched through a pidfd, readable once the process ended (a zombie
+ * included), where the kernel has pidfd_open (Linux 5.3), else by
+ * kill(pid, 0).  The transport decides when to look (an epoll on the fds,
+ * a thread that polls) and holds whatever lock guards its watcher; these
+ * calls take none. */
+#ifndef RIG_FAILURE_H
+#define RIG_FAILURE_H
+
+#include "transport.h"
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+typedef struct {
+    atomic_bool failed;
+    _Atomic(char *) why;  /* the first reason, malloc'd; NULL: none yet */
+    _Atomic(char *) seen; /* a stand-in while no reason is known */
+    atomic_int gone;      /* the first rank known to have left, or -1 */
+    int rank, size;
+    atomic_bool *left; /* per rank: it left the job */
+    int32_t *pid;      /* per rank: its pid when on this node, else 0 */
+    int *pidfd;        /* per rank: its pidfd when watched, else -1 */
+    bool polled;       /* a watched peer has no pidfd: kill(pid, 0) */
+} rig_failure;
+
+/* Sets f up for rank of a job of size ranks; "nomem:". */
+bool rig_failure_init(rig_failure *f, int rank, int size, char **err);
+/* Closes the pidfds and frees what f holds. */
+void rig_failure_fini(rig_failure *f);
+
+/* Marks the job failed with why (a "failed: ..." message, copied) unless a
+ * reason is known already; true when this was the first reason.  Any
+ * thread. */
+bool rig_failure_set(rig_failure *f, const char *why);
+/* Marks the job failed, with why as a stand-in until a reason is set. */
+void rig_failure_seen(rig_failure *f, const char *why);
+/* Whether the job failed; whether its reason is known (not a stand-in). */
+bool rig_failure_failed(const rig_failure *f);
+bool rig_failure_known(const rig_failure *f);
+/* The reason (or stand-in) once failed, else NULL; valid until fini. */
+const char *rig_failure_reason(const rig_failure *f);
+
+/* Records that rank left the job; true the first time for that rank. */
+bool rig_failure_left(rig_failure *f, int rank);
+/* Whether rank left; the first rank known to have left, or -1. */
+bool rig_failure_has_left(const rig_failure *f, int rank);
+int rig_failure_gone(const rig_failure *f);
+
+/* Learns which ranks share this node and their pids (at wire). */
+void rig_failure_know(rig_failure *f, const rig_transport_wiring *w);
+/* Starts watching rank r's process when it shares this node (once):
+ * through a pidfd (rig_failure_fd), else by polling (f->polled).  False
+ * with "failed: rank R (pid P) is gone" when it ended already. */
+bool rig_failure_watch(rig_failure *f, int r, char **err);
+/* Rank r's pidfd, or -1. */
+int rig_failure_fd(const rig_failure *f, int r);
+/* Whether rank r, a watched peer, has ended (its pidfd is readable, or
+ * kill(pid, 0) says it is gone).  Does not block. */
+bool rig_failure_ended(const rig_failure *f, int r);
+/* Stops watching rank r (closes its pidfd). */
+void rig_failure_unwatch(rig_failure *f, int r);
+
+#endif

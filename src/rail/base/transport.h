@@ -1,0 +1,235 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* The transport ops table: every operation a transport of rails provides
+ * to a job.
+ *
+ * A *transport* is a provider of rails (rig/provider.h) for a whole job:
+ * it opens on the job's communicator, makes rails pair by pair, fails,
+ * stops and closes.  The job layer (src/job/) sees a transport only
+ * through this table, picked by name from the registry
+ * (src/rail/transports.h); it never branches on which one it has.  Each
+ * transport lives in a folder of its own under src/rail/ (ucx/, mpi/) and
+ * builds on the shared base (this folder): the pair protocol
+ * (handshake.h), the carrier's helpers (carrier.h), the job's window
+ * (window.h) and the failure state (failure.h).
+ *
+ * A transport object starts with a rig_transport, whose ops points at its
+ * table; the job calls the inline wrappers below.  Slots marked required
+ * are checked once, when the registry is first used (rig_transport_check),
+ * never on a call; an optional slot left NULL means the default its
+ * comment gives.
+ *
+ * Threads: open, wire and close run on the thread that opens or closes the
+ * job; rail on any thread (one at a time per peer); rail_far, fail, failed,
+ * gone and stop on any thread, concurrently with everything but close.
+ * MPI calls follow each transport's rule, stated in rig/job.h. */
+#ifndef RIG_TRANSPORT_H
+#define RIG_TRANSPORT_H
+
+#include "rig/provider.h"
+
+#include "window.h"
+
+#include <mpi.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+typedef struct rig_transport_ops rig_transport_ops;
+
+/* The head of every transport object. */
+typedef struct rig_transport {
+    const rig_transport_ops *ops;
+} rig_transport;
+
+/* What the job hands a transport at open. */
+typedef struct {
+    MPI_Comm comm;   /* the job's own communicator, MPI_ERRORS_RETURN; the
+                      * transport sends on it with the tags of handshake.h
+                      * and its own from RIG_TAG_TRANSPORT on, and never
+                      * frees it */
+    int rank, size;  /* this rank's and the job's size */
+    rig_switch numa; /* rig_job_options (RIG_* applied): each transport */
+    rig_switch cuda; /* documents which ones it honours */
+    rig_switch shm_stores;
+} rig_transport_params;
+
+/* What the job learned of every rank at open, for wire. */
+typedef struct {
+    rig_window *window; /* the job's window, where ends attach (valid until
+                         * close returns) */
+    const int32_t *pid; /* pid[r]: rank r's process id */
+    const bool *local;  /* local[r]: rank r shares this rank's kernel and
+                         * pid namespace (its pid means something here) */
+} rig_transport_wiring;
+
+/* The other end of a rail, as rig_job_rail_peer and rig_job_rail_disp
+ * report it. */
+typedef struct {
+    int rank;       /* the peer */
+    bool attached;  /* its end is in the job's window at the peer */
+    int64_t counts; /* its areas' addresses (MPI_Get_address at the peer) */
+    int64_t outbound;
+    int64_t inbound;
+} rig_rail_far;
+
+/* ---- the slots, one by one ---------------------------------------------- */
+
+/* open (required): makes this rank's transport of a job.  Not collective:
+ * the job agrees on every rank's outcome before any collective.  Reads
+ * the transport's own RIG_* settings.  Errors: "invalid:" (a malformed
+ * setting), "unsupported:" (a switch set to on that this machine cannot
+ * honour), "system:", "nomem:".  *out is set only on success. */
+typedef bool (*rig_transport_open_fn)(const rig_transport_params *p,
+                                      rig_transport **out, char **err);
+
+/* wire (required): collective over the job, once every rank opened: swap
+ * what the transport needs of every rank (addresses) and start watching
+ * peers for death.  Errors as open's, and "failed:" for a peer already
+ * gone.  The job agrees on the outcome; on failure it calls close. */
+typedef bool (*rig_transport_wire_fn)(rig_transport *t,
+                                      const rig_transport_wiring *w,
+                                      char **err);
+
+/* rail (required): rig_job_rail once the job checked its arguments (peer
+ * in range and not this rank, lists non-NULL where counted) and numbered
+ * the rail: id = (pair << 32) | k for the k-th rail of the pair, the same
+ * at both ends.  Both ranks get the same outcome, in rig_job_rail's words;
+ * nothing half-made is left on failure.  The in-tree transports run the
+ * shared pair protocol (rig_handshake_rail). */
+typedef bool (*rig_transport_rail_fn)(rig_transport *t, int peer, int64_t id,
+                                      const rig_transfer *send, size_t nsend,
+                                      const rig_transfer *receive,
+                                      size_t nreceive, rig_rail **out,
+                                      char **err);
+
+/* rail_far (required): the other end of rail r, while r is a rail this
+ * transport made and its end is held; false (out untouched) otherwise. */
+typedef bool (*rig_transport_rail_far_fn)(rig_transport *t, const rig_rail *r,
+                                          rig_rail_far *out);
+
+/* fail (required): fails the job here: every count of every live end to
+ * RIG_COUNT_FAILED for good, the peers told, later rails refused.  why is
+ * a message with its reason word ("failed: ..."); the first why wins.
+ * Idempotent. */
+typedef void (*rig_transport_fail_fn)(rig_transport *t, const char *why);
+
+/* failed (required): the first reason the job failed -- here, or as a
+ * peer told it -- or NULL while it has not.  Valid until close. */
+typedef const char *(*rig_transport_failed_fn)(rig_transport *t);
+
+/* gone (required): a rank known to have left the job (it died, or
+ * finalized MPI with the job open), or -1.  A collective with it would
+ * never complete: the closing barrier polls this and gives up. */
+typedef int (*rig_transport_gone_fn)(rig_transport *t);
+
+/* finalize (optional): MPI_Finalize is running on this rank with the job
+ * open (the job learns it from an MPI_COMM_SELF attribute): fail the job
+ * with why, tell every rank that this one left (so that their closes do
+ * not wait for it), and from then on touch no MPI object.  NULL: fail. */
+typedef void (*rig_transport_finalize_fn)(rig_transport *t, const char *why);
+
+/* stop (required): the first step of closing, not collective: every end
+ * stops (ready only advances the count, no wake runs any more). */
+typedef void (*rig_transport_stop_fn)(rig_transport *t);
+
+/* close (required): the last step of closing, after every rank stopped or
+ * gave up waiting for a rank that left; all says whether every rank
+ * reached the job's closing barrier (when false, skip collectives that a
+ * gone rank would have to join).  Detaches every end from the job's
+ * window and frees what no one holds; an end still held keeps its memory
+ * until released.  The job does not use t afterwards. */
+typedef void (*rig_transport_close_fn)(rig_transport *t, bool all);
+
+/* info (optional): this transport's lines of rig_info ("  Name: value"),
+ * with no job and without needing MPI initialised.  Errors: "system:".
+ * NULL: nothing to say. */
+typedef bool (*rig_transport_info_fn)(FILE *out, char **err);
+
+struct rig_transport_ops {
+    const char *name;  /* required: what RIG_TRANSPORT names */
+    const char *about; /* required: one line for rig_info */
+    rig_transport_open_fn open;
+    rig_transport_wire_fn wire;
+    rig_transport_rail_fn rail;
+    rig_transport_rail_far_fn rail_far;
+    rig_transport_fail_fn fail;
+    rig_transport_failed_fn failed;
+    rig_transport_gone_fn gone;
+    rig_transport_finalize_fn finalize;
+    rig_transport_stop_fn stop;
+    rig_transport_close_fn close;
+    rig_transport_info_fn info;
+};
+
+/* ---- the job's calls ---------------------------------------------------- */
+
+static inline bool rig_transport_open(const rig_transport_ops *ops,
+                                      const rig_transport_params *p,
+                                      rig_transport **out, char **err)
+{
+    return ops->open(p, out, err);
+}
+
+static inline bool rig_transport_wire(rig_transport *t,
+                                      const rig_transport_wiring *w, char **err)
+{
+    return t->ops->wire(t, w, err);
+}
+
+static inline bool rig_transport_rail(rig_transport *t, int peer, int64_t id,
+                                      const rig_transfer *send, size_t nsend,
+                                      const rig_transfer *receive,
+                                      size_t nreceive, rig_rail **out,
+                                      char **err)
+{
+    return t->ops->rail(t, peer, id, send, nsend, receive, nreceive, out, err);
+}
+
+static inline bool rig_transport_rail_far(rig_transport *t, const rig_rail *r,
+                                          rig_rail_far *out)
+{
+    return t->ops->rail_far(t, r, out);
+}
+
+static inline void rig_transport_fail(rig_transport *t, const char *why)
+{
+    t->ops->fail(t, why);
+}
+
+static inline const char *rig_transport_failed(rig_transport *t)
+{
+    return t->ops->failed(t);
+}
+
+static inline int rig_transport_gone(rig_transport *t)
+{
+    return t->ops->gone(t);
+}
+
+static inline void rig_transport_finalize(rig_transport *t, const char *why)
+{
+    if (t->ops->finalize != NULL) {
+        t->ops->finalize(t, why);
+    } else {
+        t->ops->fail(t, why);
+    }
+}
+
+static inline void rig_transport_stop(rig_transport *t)
+{
+    t->ops->stop(t);
+}
+
+static inline void rig_transport_close(rig_transport *t, bool all)
+{
+    t->ops->close(t, all);
+}
+
+static inline bool rig_transport_describe(const rig_transport_ops *ops,
+                                          FILE *out, char **err)
+{
+    return ops->info == NULL || ops->info(out, err);
+}
+
+#endif

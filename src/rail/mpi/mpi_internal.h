@@ -1,0 +1,181 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* The MPI RMA transport: its object, its ends, and what its files share.
+ *
+ * Files, by concern (the UCX transport names its files alike):
+ *   transport.c  the object: open, wire, stop, close (the windows' frees),
+ *                rig_info, the ops table
+ *   end.c        ends: the pair protocol's steps (a window per rail on the
+ *                pair's communicator), release, the list
+ *   carrier.c    wake and carrying: MPI_Put, flush, accumulate, flush
+ *   failure.c    failing, the watcher thread, telling every rank
+ *
+ * Window.  Each rail has a window of its own, allocated by MPI on a
+ * communicator of just its two ranks (made once per pair with
+ * MPI_Comm_create_group and cached), each rank allocating its end (the
+ * spec's layout: counts, outbound, inbound) as its part.  Why: measured
+ * with Open MPI 4.1.4, MPI_Put + MPI_Win_flush costs 0.10 us on memory MPI
+ * allocated for same-node ranks (osc sm: a store), but 2.5 us on created
+ * or dynamic windows (osc rdma through CMA), and osc ucx crashes on
+ * dynamic windows with UCX 1.13.1.  Rails are made pair by pair, so the
+ * collective allocation is over the pair only.  Same-node pairs use
+ * MPI_Win_allocate_shared (noncontiguous: each end on its own pages, first
+ * touched by its owner): MPI_Win_allocate would get osc rdma (priority 101
+ * over osc sm's 100), whose shared-memory file is named by the
+ * communicator's id, which disjoint pairs share -- two pairs' windows then
+ * collide (seen at 4 ranks: "unlink /dev/shm/osc_rdma..." and lost data).
+ * Pairs across nodes use MPI_Win_allocate.  The window is locked once
+ * (MPI_Win_lock_all, MPI_MODE_NOCHECK) for the rail's life.  Ends are
+ * also attached to the job's window (rig_job_window) while it has room.
+ *
+ * Threads.  Every MPI call this transport makes from a wake or a failure
+ * holds its lock, so rig's own calls never overlap.  rig_end_ready on a
+ * rail of this transport therefore calls MPI from the caller's thread:
+ * with MPI_THREAD_MULTIPLE any thread may call it at any time; below that
+ * the application must treat it as an MPI call (no other thread in MPI at
+ * the same time: MPI_THREAD_SERIALIZED's rule).  There is no progress
+ * thread: across nodes on a network without hardware RMA, Open MPI's osc
+ * rdma may need the target to enter MPI before a flush completes.
+ *
+ * Lock: one, `lock` (MPI_LOCK_LEVEL): the list of ends, the watcher's
+ * state and every MPI call of wakes and failures.  The job window's lock
+ * (RIG_WINDOW_LOCK_LEVEL) is never taken under it.
+ *
+ * Lifetimes.  A window is freed collectively, so never when one rank
+ * releases its rail: windows live until rig_job_close, which frees those
+ * of rails neither rank holds (one exchange per pair).  An end held over
+ * the close keeps its window (its memory) until MPI_Finalize. */
+#ifndef RIG_MPI_INTERNAL_H
+#define RIG_MPI_INTERNAL_H
+
+#include "../base/failure.h"
+#include "../base/handshake.h"
+#include "../base/transport.h"
+
+#include "../../util/util_internal.h"
+
+#include <mpi.h>
+#include <pthread.h>
+#include <stdatomic.h>
+
+#define MPI_LOCK_LEVEL 20
+
+/* Tags of this transport on the job's communicator. */
+enum {
+    TAG_PAIR = RIG_TAG_TRANSPORT, /* MPI_Comm_create_group */
+    TAG_CLOSE = RIG_TAG_TRANSPORT + 3,
+    TAG_FAIL = RIG_TAG_TRANSPORT + 4, /* a failure's reason, to every rank */
+    TAG_LEFT = RIG_TAG_TRANSPORT + 5  /* this rank finalized MPI, job open */
+};
+
+typedef struct rig_mpi rig_mpi;
+typedef struct rig_mend rig_mend;
+
+/* The pair protocol's answer of an end: where it sits in the rail's
+ * window. */
+typedef struct {
+    int64_t counts_at, inbound_at;
+} rig_mend_answer;
+
+struct rig_mend {
+    _Alignas(64) atomic_uint_fast64_t wakes; /* the wake lock (carrier.h) */
+    _Alignas(64) uint64_t carried; /* every count <= carried is carried */
+    uint64_t next_run;             /* run and transfer of carried + 1 */
+    size_t next_j;
+    uint64_t value; /* the source of the `arrived` accumulate */
+    uint8_t *counts;
+    const uint8_t *out;
+    size_t out_copy, in_copy;
+    rig_transfer *send;
+    size_t nsend;
+    MPI_Win win; /* the rail's window; MPI_WIN_NULL once freed */
+    int target;  /* the peer's rank in the window */
+    MPI_Aint peer_counts, peer_in; /* displacements in the rail's window */
+    uint8_t *peer_counts_map;      /* the peer's counts, mapped (same node) */
+    bool live;                     /* carrying allowed (lock) */
+    rig_mpi *m;
+
+    /* Cold (lock). */
+    int peer;
+    int64_t id;
+    uint8_t *base; /* the end: a page boundary in the window's memory */
+    size_t shift;  /* base's displacement in the window */
+    rig_end_layout layout;
+    rig_handshake_end hs;   /* the job's window and the peer's end */
+    rig_mend_answer answer; /* this end's, for the peer */
+    rig_end *end;
+    rig_rail *rail;
+    bool listed; /* in the transport's list (the rail was handed out) */
+    bool held;   /* the ABI end is alive */
+    bool in_job; /* until close */
+    rig_mend *next;
+};
+
+struct rig_mpi {
+    rig_transport super;
+    MPI_Comm comm; /* the job's */
+    int rank, size;
+    rig_window *window;      /* the job's, from wire */
+    rig_handshake handshake; /* the pair protocol's view of this transport */
+    MPI_Comm *pair;          /* per peer; MPI_COMM_NULL until the first rail */
+    bool *shared;            /* per peer: on this node (MPI_COMM_TYPE_SHARED) */
+    pthread_mutex_t lock;    /* MPI calls of wakes and failures; the list */
+    rig_mend *ends;
+    long refs; /* 1 for the job + 1 per end not freed; lock */
+    /* The shared failure state: the reason, the ranks that left, the
+     * same-node peers' processes (their pidfds: lock). */
+    rig_failure fail;
+
+    /* The watcher thread (failure.c); lock. */
+    pthread_t watcher;
+    pthread_cond_t wake_watcher;
+    bool watching, wstop;
+};
+
+static inline rig_mpi *rig_mpi_of(rig_transport *t)
+{
+    return (rig_mpi *)t;
+}
+
+/* "system: CALL failed: MPI's words" into *err; false. */
+bool rig_mpi_err(char **err, int rc, const char *call);
+
+/* ---- transport.c -------------------------------------------------------- */
+
+extern const rig_transport_ops rig_mpi_ops;
+/* Drops one reference, lock held; *last when it was the last (free the
+ * transport with rig_mpi_free after unlocking). */
+void rig_mpi_unref_locked(rig_mpi *m, bool *last);
+void rig_mpi_free(rig_mpi *m);
+
+/* ---- end.c -------------------------------------------------------------- */
+
+extern const rig_handshake_ops rig_mend_handshake;
+/* Frees an end's structure (its window is freed apart). */
+void rig_mend_free(rig_mend *e);
+/* The end of rail r if this transport made it and it is held; lock held. */
+rig_mend *rig_mend_find(rig_mpi *m, const rig_rail *r);
+
+/* ---- carrier.c ---------------------------------------------------------- */
+
+/* The ABI end's wake (rig/provider.h, step 3). */
+void rig_mend_wake(void *self, uint64_t c);
+
+/* ---- failure.c ---------------------------------------------------------- */
+
+/* Starts and stops the watcher thread. */
+bool rig_mpi_watch_start(rig_mpi *m, char **err);
+void rig_mpi_watch_stop(rig_mpi *m);
+/* Watches peer's process (once) when it shares this kernel and pid
+ * namespace.  After wire. */
+void rig_mpi_watch_pid(rig_mpi *m, int peer);
+/* Whether another rank told this one that the job failed; if so the job
+ * fails here too (and tells the others).  Calls MPI (MPI_Iprobe). */
+bool rig_mpi_poll_fail(rig_mpi *m);
+
+/* The ops table's failure slots. */
+void rig_mpi_fail(rig_transport *t, const char *why);
+const char *rig_mpi_failed(rig_transport *t);
+int rig_mpi_gone(rig_transport *t);
+void rig_mpi_finalize(rig_transport *t, const char *why);
+
+#endif

@@ -1,0 +1,646 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* The UCX transport of a job: context, worker, endpoints, opening,
+ * wiring, stopping, closing, rig_info and the ops table.
+ *
+ * One context and one worker per job, in UCS_THREAD_MODE_SERIALIZED: rig's
+ * worker lock serialises every UCX call, which the mapped fast path never
+ * makes.  Endpoints use UCP_ERR_HANDLING_MODE_PEER so a dead peer is
+ * reported; UCX 1.13 then drops its shared-memory lanes (sysv, posix)
+ * unless their interfaces are told to expose error handling
+ * (MM_ERROR_HANDLING), and puts to a same-node peer fall back to TCP at
+ * 25 us instead of 0.4 us.  rig sets that, and the keepalive periods, on
+ * its own context with ucp_config_modify, which UCX applies to the
+ * interfaces as the worker opens them: the application's environment and
+ * every other UCX context stay as they were.  A user's own UCX_* variable
+ * for the same setting wins. */
+#include "ucx_internal.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+const char *rig_ucs_str(ucs_status_t st)
+{
+    return ucs_status_string(st);
+}
+
+/* ---- settings and configuration ------------------------------------------ */
+
+/* RIG_KEEPALIVE_MS, the transport's own setting. */
+static bool keepalive_resolve(uint64_t *out, char **err)
+{
+    if (!rig_env_u64("RIG_KEEPALIVE_MS", 500, out, err)) {
+        return false;
+    }
+    if (*out == 0 || *out > 3600000) {
+        return rig_err(err,
+                       "invalid: RIG_KEEPALIVE_MS=%llu is not in [1, "
+                       "3600000]",
+                       (unsigned long long)*out);
+    }
+    return true;
+}
+
+/* Whether UCX_TLS lets UCX use a transport named in tls (or an alias of
+ * it): unset, "all", a list naming one, or a negated list naming none. */
+static bool tls_may_use(const char *const *tls)
+{
+    const char *v = getenv("UCX_TLS");
+    if (v == NULL || v[0] == '\0') {
+        return true;
+    }
+    bool negated = v[0] == '^';
+    bool named = false;
+    for (size_t i = 0; tls[i] != NULL && !named; i++) {
+        named = strstr(v, tls[i]) != NULL;
+    }
+    return negated ? !named : named || strstr(v, "all") != NULL;
+}
+
+static int modify_warned;
+
+bool rig_ucx_config_set(ucp_config_t *cfg, const char *name, const char *value,
+                        const char *const *user_vars, const char *const *tls,
+                        char **err)
+{
+    for (size_t i = 0; user_vars[i] != NULL; i++) {
+        const char *v = getenv(user_vars[i]);
+        if (v != NULL && v[0] != '\0') {
+            return true; /* the user's wins */
+        }
+    }
+    /* UCX warns of a setting no interface took: not when UCX_TLS leaves
+     * out every interface it is for. */
+    if (!tls_may_use(tls)) {
+        return true;
+    }
+    ucs_status_t st = ucp_config_modify(cfg, name, value);
+    if (st == UCS_ERR_NO_ELEM) {
+        /* A UCX without interface settings through ucp_config_modify. */
+        rig_log_once(&modify_warned, RIG_LOG_WARN,
+                     "UCX cannot set %s=%s on rig's context: set %s=%s for "
+                     "the same effect",
+                     name, value, user_vars[0], value);
+        return true;
+    }
+    if (st != UCS_OK) {
+        return rig_err(err, "system: ucp_config_modify(%s=%s) failed: %s", name,
+                       value, rig_ucs_str(st));
+    }
+    return true;
+}
+
+/* ---- context and worker -------------------------------------------------- */
+
+static bool context_make(int size, uint64_t keepalive_ms, ucp_context_h *out,
+                         char **err)
+{
+    ucp_config_t *cfg = NULL;
+    ucs_status_t st = ucp_config_read(NULL, NULL, &cfg);
+    if (st != UCS_OK) {
+        return rig_err(err, "system: ucp_config_read failed: %s",
+                       rig_ucs_str(st));
+    }
+    /* Shared-memory lanes under peer-failure handling (see above): the
+     * sysv and posix interfaces' ERROR_HANDLING, which both take from
+     * their common "MM_" table. */
+    static const char *const sm[] = {"sm", "shm", "mm", "sysv", "posix", NULL};
+    static const char *const sm_vars[] = {"UCX_SYSV_ERROR_HANDLING",
+                                          "UCX_POSIX_ERROR_HANDLING",
+                                          "UCX_MM_ERROR_HANDLING", NULL};
+    if (!rig_ucx_config_set(cfg, "MM_ERROR_HANDLING", "y", sm_vars, sm, err) ||
+        !rig_fail_config(cfg, keepalive_ms, err)) {
+        ucp_config_release(cfg);
+        return false;
+    }
+    ucp_params_t p = {
+        .field_mask = UCP_PARAM_FIELD_FEATURES |
+                      UCP_PARAM_FIELD_MT_WORKERS_SHARED |
+                      UCP_PARAM_FIELD_ESTIMATED_NUM_EPS,
+        /* AM: the failure message (failure.c). */
+        .features = UCP_FEATURE_RMA | UCP_FEATURE_WAKEUP | UCP_FEATURE_AM,
+        .mt_workers_shared = 1,
+        .estimated_num_eps = size > 0 ? (size_t)size : 1,
+    };
+    st = ucp_init(&p, cfg, out);
+    ucp_config_release(cfg);
+    if (st != UCS_OK) {
+        return rig_err(err, "system: ucp_init failed: %s", rig_ucs_str(st));
+    }
+    return true;
+}
+
+static bool worker_make(ucp_context_h ctx, ucp_worker_h *out, char **err)
+{
+    ucp_worker_params_t wp = {
+        .field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE,
+        .thread_mode = UCS_THREAD_MODE_SERIALIZED,
+    };
+    ucs_status_t st = ucp_worker_create(ctx, &wp, out);
+    if (st != UCS_OK) {
+        return rig_err(err, "system: ucp_worker_create failed: %s",
+                       rig_ucs_str(st));
+    }
+    return true;
+}
+
+/* The NUMA nodes of the process's cores; when it is bound to cores of more
+ * than one node (or not bound), the node of the core it runs on now, so
+ * that ends follow the rank as first touch would. */
+static hwloc_nodeset_t numa_nodeset(hwloc_topology_t topo, char **err)
+{
+    hwloc_cpuset_t cpus = hwloc_bitmap_alloc();
+    hwloc_nodeset_t nodes = hwloc_bitmap_alloc();
+    if (cpus == NULL || nodes == NULL) {
+        hwloc_bitmap_free(cpus);
+        hwloc_bitmap_free(nodes);
+        rig_err(err, "nomem: hwloc_bitmap_alloc failed");
+        return NULL;
+    }
+    if (hwloc_get_cpubind(topo, cpus, HWLOC_CPUBIND_PROCESS) != 0 ||
+        hwloc_bitmap_iszero(cpus)) {
+        hwloc_bitmap_copy(cpus, hwloc_topology_get_allowed_cpuset(topo));
+    }
+    hwloc_cpuset_to_nodeset(topo, cpus, nodes);
+    if (hwloc_bitmap_weight(nodes) > 1 &&
+        hwloc_get_last_cpu_location(topo, cpus, HWLOC_CPUBIND_THREAD) == 0) {
+        hwloc_cpuset_to_nodeset(topo, cpus, nodes);
+    }
+    hwloc_bitmap_free(cpus);
+    return nodes;
+}
+
+static bool topology_load(hwloc_topology_t *out, char **err)
+{
+    hwloc_topology_t t;
+    if (hwloc_topology_init(&t) != 0) {
+        return rig_err(err, "system: hwloc_topology_init failed: %s",
+                       strerror(errno));
+    }
+    if (hwloc_topology_load(t) != 0) {
+        int e = errno;
+        hwloc_topology_destroy(t);
+        return rig_err(err, "system: hwloc_topology_load failed: %s",
+                       strerror(e));
+    }
+    *out = t;
+    return true;
+}
+
+/* ---- open, wire, endpoints ---------------------------------------------- */
+
+static void ucx_free(rig_ucx *u)
+{
+    if (u->peer_addr != NULL) {
+        for (int r = 0; r < u->size; r++) {
+            free(u->peer_addr[r]);
+        }
+    }
+    free(u->peer_addr);
+    free(u->peer_addr_len);
+    free(u->ep);
+    if (u->epfd > 0) {
+        close(u->epfd);
+    }
+    if (u->eventfd > 0) {
+        close(u->eventfd);
+    }
+    if (u->address != NULL) {
+        ucp_worker_release_address(u->worker, u->address);
+    }
+    if (u->worker != NULL) {
+        ucp_worker_destroy(u->worker);
+    }
+    if (u->context != NULL) {
+        ucp_cleanup(u->context);
+    }
+    rig_cuda_unload(u->cuda);
+    if (u->nodeset != NULL) {
+        hwloc_bitmap_free(u->nodeset);
+    }
+    if (u->topo != NULL) {
+        hwloc_topology_destroy(u->topo);
+    }
+    free(atomic_load(&u->pending_why));
+    free(atomic_load(&u->pending_remote));
+    rig_failure_fini(&u->fail);
+    pthread_mutex_destroy(&u->worker_lock);
+    pthread_mutex_destroy(&u->list_lock);
+    free(u);
+}
+
+static const char *handshake_failed(void *self)
+{
+    return rig_ucx_failed(self);
+}
+
+static bool ucx_open(const rig_transport_params *p, rig_transport **out,
+                     char **err)
+{
+    rig_ucx *u = calloc(1, sizeof(*u));
+    if (u == NULL) {
+        return rig_err(err, "nomem: calloc(%zu) failed", sizeof(*u));
+    }
+    u->super.ops = &rig_ucx_ops;
+    u->rank = p->rank;
+    u->size = p->size;
+    u->numa = p->numa;
+    u->cuda_switch = p->cuda;
+    u->shm_stores = p->shm_stores;
+    u->refs = 1;
+    u->epfd = -1;
+    u->eventfd = -1;
+    u->wake_ms = -1;
+    u->handshake = (rig_handshake){
+        .ops = &rig_uend_handshake,
+        .self = u,
+        .comm = p->comm,
+        .rank = p->rank,
+        .failed = handshake_failed,
+    };
+    atomic_init(&u->told, true);
+    pthread_mutex_init(&u->worker_lock, NULL);
+    pthread_mutex_init(&u->list_lock, NULL);
+    int size = p->size;
+    if (!rig_failure_init(&u->fail, p->rank, size, err)) {
+        pthread_mutex_destroy(&u->worker_lock);
+        pthread_mutex_destroy(&u->list_lock);
+        free(u);
+        return false;
+    }
+    u->peer_addr = calloc((size_t)size, sizeof(*u->peer_addr));
+    u->peer_addr_len = calloc((size_t)size, sizeof(*u->peer_addr_len));
+    u->ep = calloc((size_t)size, sizeof(*u->ep));
+    if (u->peer_addr == NULL || u->peer_addr_len == NULL || u->ep == NULL) {
+        rig_err(err, "nomem: peer tables for %d ranks", size);
+        goto err_free;
+    }
+    if (!keepalive_resolve(&u->keepalive_ms, err) ||
+        !context_make(size, u->keepalive_ms, &u->context, err) ||
+        !worker_make(u->context, &u->worker, err) || !rig_fail_init(u, err)) {
+        goto err_free;
+    }
+    ucs_status_t st = ucp_worker_get_address(
+        u->worker, (ucp_address_t **)&u->address, &u->address_len);
+    if (st != UCS_OK) {
+        u->address = NULL;
+        rig_err(err, "system: ucp_worker_get_address failed: %s",
+                rig_ucs_str(st));
+        goto err_free;
+    }
+    if (!topology_load(&u->topo, err)) {
+        goto err_free;
+    }
+    if (u->numa != RIG_OFF) {
+        u->nodeset = numa_nodeset(u->topo, err);
+        if (u->nodeset == NULL) {
+            goto err_free;
+        }
+    }
+    if (u->cuda_switch != RIG_OFF) {
+        u->cuda = rig_cuda_load();
+        if (u->cuda == NULL && u->cuda_switch == RIG_ON) {
+            rig_err(err, "unsupported: RIG_CUDA=on but there is no CUDA "
+                         "driver or GPU");
+            goto err_free;
+        }
+    }
+    if (!rig_progress_start(u, err)) {
+        goto err_stop;
+    }
+    *out = &u->super;
+    return true;
+
+err_stop:
+    rig_progress_stop(u);
+err_free:
+    ucx_free(u);
+    return false;
+}
+
+static bool mpi_fail(char **err, int rc, const char *call)
+{
+    char s[MPI_MAX_ERROR_STRING];
+    int n = 0;
+    if (MPI_Error_string(rc, s, &n) != MPI_SUCCESS) {
+        snprintf(s, sizeof(s), "MPI error %d", rc);
+    }
+    return rig_err(err, "system: %s failed: %s", call, s);
+}
+
+/* Every rank's worker address, swapped over the job's communicator. */
+static bool addresses_swap(rig_ucx *u, char **err)
+{
+    int n = u->size;
+    int *lens = calloc((size_t)n, sizeof(int));
+    int *displs = calloc((size_t)n, sizeof(int));
+    uint8_t *all = NULL;
+    bool ok = false;
+    if (lens == NULL || displs == NULL) {
+        rig_err(err, "nomem: address tables for %d ranks", n);
+        goto out_free;
+    }
+    MPI_Comm comm = u->handshake.comm;
+    int mine = (int)u->address_len;
+    int rc = MPI_Allgather(&mine, 1, MPI_INT, lens, 1, MPI_INT, comm);
+    if (rc != MPI_SUCCESS) {
+        mpi_fail(err, rc, "MPI_Allgather");
+        goto out_free;
+    }
+    size_t total = 0;
+    for (int r = 0; r < n; r++) {
+        displs[r] = (int)total;
+        total += (size_t)lens[r];
+    }
+    all = malloc(total > 0 ? total : 1);
+    if (all == NULL) {
+        rig_err(err, "nomem: %zu bytes of worker addresses", total);
+        goto out_free;
+    }
+    rc = MPI_Allgatherv(u->address, mine, MPI_BYTE, all, lens, displs, MPI_BYTE,
+                        comm);
+    if (rc != MPI_SUCCESS) {
+        mpi_fail(err, rc, "MPI_Allgatherv");
+        goto out_free;
+    }
+    ok = true;
+    for (int r = 0; r < n && ok; r++) {
+        size_t len = (size_t)lens[r];
+        u->peer_addr[r] = malloc(len > 0 ? len : 1);
+        if (u->peer_addr[r] == NULL) {
+            ok = rig_err(err, "nomem: worker address of rank %d", r);
+        } else {
+            memcpy(u->peer_addr[r], all + displs[r], len);
+            u->peer_addr_len[r] = len;
+        }
+    }
+
+out_free:
+    free(all);
+    free(displs);
+    free(lens);
+    return ok;
+}
+
+static bool ucx_wire(rig_transport *t, const rig_transport_wiring *w,
+                     char **err)
+{
+    rig_ucx *u = rig_ucx_of(t);
+    u->window = w->window;
+    u->handshake.window = w->window;
+    return addresses_swap(u, err) && rig_fail_watch(u, w, err);
+}
+
+/* An endpoint's error: inside ucp_worker_progress, under the worker lock. */
+static void ep_error(void *arg, ucp_ep_h ep, ucs_status_t status)
+{
+    rig_ucx *u = arg;
+    if (atomic_load(&u->closing)) {
+        return;
+    }
+    int peer = -1;
+    for (int r = 0; r < u->size; r++) {
+        if (u->ep[r] == ep) {
+            peer = r;
+        }
+    }
+    rig_failure_left(&u->fail, peer); /* most likely dead: no collective
+                                       * waits for it */
+    rig_ucx_fail_later(u, "failed: the endpoint to rank %d failed: %s", peer,
+                       rig_ucs_str(status));
+}
+
+bool rig_ucx_ep(rig_ucx *u, int peer, ucp_ep_h *out, char **err)
+{
+    if (u->ep[peer] != NULL) {
+        *out = u->ep[peer];
+        return true;
+    }
+    if (u->peer_addr[peer] == NULL) {
+        return rig_err(err, "invalid: no worker address for rank %d", peer);
+    }
+    ucp_ep_params_t p = {
+        .field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS |
+                      UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
+                      UCP_EP_PARAM_FIELD_ERR_HANDLER,
+        .address = (const ucp_address_t *)u->peer_addr[peer],
+        .err_mode = UCP_ERR_HANDLING_MODE_PEER,
+        .err_handler = {.cb = ep_error, .arg = u},
+    };
+    ucs_status_t st = ucp_ep_create(u->worker, &p, &u->ep[peer]);
+    if (st != UCS_OK) {
+        u->ep[peer] = NULL;
+        return rig_err(err, "system: ucp_ep_create to rank %d failed: %s", peer,
+                       rig_ucs_str(st));
+    }
+    *out = u->ep[peer];
+    /* Wire-up may need the progress thread: it was asleep. */
+    rig_ucx_kick(u);
+    return true;
+}
+
+/* ---- rails ----------------------------------------------------------------
+ */
+
+static bool ucx_rail(rig_transport *t, int peer, int64_t id,
+                     const rig_transfer *send, size_t nsend,
+                     const rig_transfer *receive, size_t nreceive,
+                     rig_rail **out, char **err)
+{
+    return rig_handshake_rail(&rig_ucx_of(t)->handshake, peer, id, send, nsend,
+                              receive, nreceive, out, err);
+}
+
+static bool ucx_rail_far(rig_transport *t, const rig_rail *r, rig_rail_far *out)
+{
+    rig_ucx *u = rig_ucx_of(t);
+    rig_lock(&u->list_lock, UCX_LOCK_LIST);
+    rig_uend *e = rig_uend_find(u, r);
+    if (e != NULL) {
+        *out = e->hs.far;
+    }
+    rig_unlock(&u->list_lock, UCX_LOCK_LIST);
+    return e != NULL;
+}
+
+/* ---- stopping and closing --------------------------------------------------
+ */
+
+void rig_ucx_unref(rig_ucx *u)
+{
+    rig_lock(&u->list_lock, UCX_LOCK_LIST);
+    long left = --u->refs;
+    rig_unlock(&u->list_lock, UCX_LOCK_LIST);
+    if (left == 0) {
+        ucx_free(u);
+    }
+}
+
+static void ucx_stop(rig_transport *t)
+{
+    rig_ucx *u = rig_ucx_of(t);
+    /* A failure of this rank is told to every rank before closing. */
+    rig_ucx_flush_fail(u);
+    atomic_store(&u->closing, true);
+    rig_lock(&u->list_lock, UCX_LOCK_LIST);
+    for (rig_uend *e = u->ends; e != NULL; e = e->next) {
+        if (e->held) {
+            /* The release hook waits for the list lock, so e->end lives;
+             * after this no wake runs or will run. */
+            rig_end_stop(e->end);
+        }
+    }
+    rig_unlock(&u->list_lock, UCX_LOCK_LIST);
+}
+
+/* No collective: all is not needed. */
+static void ucx_close(rig_transport *t, bool all)
+{
+    (void)all;
+    rig_ucx *u = rig_ucx_of(t);
+    rig_progress_stop(u);
+    rig_lock(&u->list_lock, UCX_LOCK_LIST);
+    rig_lock(&u->worker_lock, UCX_LOCK_WORKER);
+    /* Endpoints first, which purges puts still in flight (their callbacks
+     * find their ends alive), then the rkeys they used.  Forced closes:
+     * peers close theirs at the same time and a flush would wait for them. */
+    for (int r = 0; r < u->size; r++) {
+        if (u->ep[r] == NULL) {
+            continue;
+        }
+        ucp_request_param_t p = {
+            .op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS,
+            .flags = UCP_EP_CLOSE_FLAG_FORCE,
+        };
+        ucs_status_ptr_t req = ucp_ep_close_nbx(u->ep[r], &p);
+        if (UCS_PTR_IS_PTR(req)) {
+            rig_backoff b = {0};
+            while (ucp_request_check_status(req) == UCS_INPROGRESS) {
+                ucp_worker_progress(u->worker);
+                rig_backoff_step(&b);
+            }
+            ucp_request_free(req);
+        }
+        u->ep[r] = NULL;
+    }
+    rig_uend *dead = NULL;
+    for (rig_uend *e = u->ends, *next; e != NULL; e = next) {
+        next = e->next;
+        if (e->hs.attached) {
+            rig_window_detach(u->window, e->mem.base);
+            e->hs.attached = false;
+        }
+        if (e->rkey != NULL) {
+            ucp_rkey_destroy(e->rkey);
+            e->rkey = NULL;
+        }
+        e->ep = NULL;
+        e->in_job = false;
+        if (!e->held) {
+            /* Freed below, outside the locks. */
+            rig_uend_unlink(u, e);
+            e->next = dead;
+            dead = e;
+        }
+    }
+    ucp_worker_release_address(u->worker, u->address);
+    u->address = NULL;
+    ucp_worker_destroy(u->worker);
+    u->worker = NULL;
+    rig_unlock(&u->worker_lock, UCX_LOCK_WORKER);
+    rig_unlock(&u->list_lock, UCX_LOCK_LIST);
+    for (rig_uend *e = dead, *next; e != NULL; e = next) {
+        next = e->next;
+        rig_uend_free(e);
+    }
+    rig_ucx_unref(u);
+}
+
+/* ---- rig_info --------------------------------------------------------------
+ */
+
+static bool ucx_info(FILE *out, char **err)
+{
+    unsigned major, minor, release;
+    ucp_get_version(&major, &minor, &release);
+    fprintf(out, "  UCX:             %u.%u.%u (%s)\n", major, minor, release,
+            ucp_get_version_string());
+    const char *tls = getenv("UCX_TLS");
+    fprintf(out, "  UCX_TLS:         %s\n", tls != NULL ? tls : "(all)");
+    ucp_context_h ctx;
+    uint64_t keepalive_ms;
+    if (!keepalive_resolve(&keepalive_ms, err) ||
+        !context_make(1, keepalive_ms, &ctx, err)) {
+        return false;
+    }
+    /* The transport resources of a job's context, as "tl/device" words
+     * picked from UCX's own listing. */
+    char *text = NULL;
+    size_t len = 0;
+    FILE *mem = open_memstream(&text, &len);
+    if (mem == NULL) {
+        ucp_cleanup(ctx);
+        return rig_err(err, "system: open_memstream failed: %s",
+                       strerror(errno));
+    }
+    ucp_context_print_info(ctx, mem);
+    fclose(mem);
+    ucp_cleanup(ctx);
+    fprintf(out, "  UCX transports: ");
+    bool shm = false;
+    for (char *line = strtok(text, "\n"); line != NULL;
+         line = strtok(NULL, "\n")) {
+        const char *tl = strstr(line, "flags -- ");
+        if (strstr(line, "resource") != NULL && tl != NULL) {
+            tl += strlen("flags -- ");
+            fprintf(out, "%s ", tl);
+            shm = shm || strncmp(tl, "sysv/", 5) == 0 ||
+                  strncmp(tl, "posix/", 6) == 0;
+        }
+    }
+    free(text);
+    fprintf(out, "\n  same-node rails: %s\n",
+            shm ? "plain stores into mapped ends (sysv/posix)"
+                : "UCX puts (no shared-memory transport)");
+
+    hwloc_topology_t topo;
+    if (!topology_load(&topo, err)) {
+        return false;
+    }
+    hwloc_nodeset_t nodes = numa_nodeset(topo, err);
+    if (nodes == NULL) {
+        hwloc_topology_destroy(topo);
+        return false;
+    }
+    char *s = NULL;
+    hwloc_bitmap_list_asprintf(&s, nodes);
+    fprintf(out, "  NUMA node(s) of ends: %s (of %d; this process's cores)\n",
+            s != NULL ? s : "?",
+            hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_NUMANODE));
+    free(s);
+    hwloc_bitmap_free(nodes);
+    hwloc_topology_destroy(topo);
+
+    char cuda[128];
+    rig_cuda_describe(cuda, sizeof(cuda));
+    fprintf(out, "  CUDA registration: %s\n", cuda);
+    return true;
+}
+
+const rig_transport_ops rig_ucx_ops = {
+    .name = "ucx",
+    .about = "UCX puts and mapped stores",
+    .open = ucx_open,
+    .wire = ucx_wire,
+    .rail = ucx_rail,
+    .rail_far = ucx_rail_far,
+    .fail = rig_ucx_fail,
+    .failed = rig_ucx_failed,
+    .gone = rig_ucx_gone,
+    .finalize = rig_ucx_finalize,
+    .stop = ucx_stop,
+    .close = ucx_close,
+    .info = ucx_info,
+};

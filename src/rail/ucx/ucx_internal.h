@@ -1,0 +1,284 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* The UCX transport: its object, its ends, and what its files share.
+ *
+ * Files, by concern (the MPI transport names its files alike):
+ *   transport.c  the object: UCX context and worker, open, wire, stop,
+ *                close, endpoints, rig_info, the ops table
+ *   progress.c   the progress thread
+ *   end.c        ends: the pair protocol's steps, release, the list
+ *   carrier.c    wake and carrying: mapped stores, UCX puts
+ *   failure.c    failing, watching peers, telling every rank
+ *   memory.c     end memory (UCX-allocated, NUMA-bound, CUDA-registered)
+ *   cuda.c       libcuda, loaded at run time
+ *
+ * Locks, in the only order they nest (rig_lock checks it in builds
+ * without NDEBUG):
+ *   1. list_lock   (UCX_LOCK_LIST)    the list of ends, refs, failure
+ *   2. worker_lock (UCX_LOCK_WORKER)  every UCX call on the worker or
+ *                                     context, and the put path's state
+ *   3. the job window's lock (RIG_WINDOW_LOCK_LEVEL, window.h)
+ * A thread holding the worker lock never takes the list lock: code that
+ * runs inside ucp_worker_progress (endpoint errors, the failure message)
+ * hands its work to the progress thread instead.  The mapped fast path
+ * takes no lock. */
+#ifndef RIG_UCX_INTERNAL_H
+#define RIG_UCX_INTERNAL_H
+
+#include "../base/failure.h"
+#include "../base/handshake.h"
+#include "../base/transport.h"
+
+#include "../../util/util_internal.h"
+
+#include <hwloc.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <ucp/api/ucp.h>
+
+#define UCX_LOCK_LIST 20
+#define UCX_LOCK_WORKER 30
+
+typedef struct rig_ucx rig_ucx;
+typedef struct rig_uend rig_uend;
+
+/* ---- libcuda, loaded at run time (cuda.c) ------------------------------ */
+
+typedef struct rig_cuda rig_cuda;
+
+/* Loads libcuda and finds a GPU; NULL (quietly) when there is none. */
+rig_cuda *rig_cuda_load(void);
+void rig_cuda_unload(rig_cuda *c);
+/* Registers (pins and maps for every context) [p, p + len).  Memory UCX
+ * registered already (CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED) is
+ * accepted when it is mapped for the GPU; *owned then is false: not ours
+ * to unregister. */
+bool rig_cuda_register(rig_cuda *c, void *p, size_t len, bool *owned,
+                       char **err);
+void rig_cuda_unregister(rig_cuda *c, void *p);
+/* A line for rig_info: "yes (N GPUs)" or why not. */
+void rig_cuda_describe(char *buf, size_t len);
+
+/* ---- end memory (memory.c) --------------------------------------------- */
+
+typedef struct {
+    ucp_mem_h memh;
+    uint8_t *base;
+    size_t len;
+    bool cuda;  /* registered with cuMemHostRegister by rig (not UCX) */
+    void *rkey; /* packed rkey (ucp_rkey_buffer_release) */
+    size_t rkey_len;
+} rig_endmem;
+
+/* Allocates len bytes (a multiple of the page) from UCX, binds them to the
+ * transport's NUMA node, zeroes them, registers them with CUDA when asked
+ * and packs their rkey.  Worker lock held. */
+bool rig_endmem_alloc(rig_ucx *u, size_t len, rig_endmem *m, char **err);
+/* Undoes rig_endmem_alloc; worker lock held (or no other thread uses the
+ * transport). */
+void rig_endmem_free(rig_ucx *u, rig_endmem *m);
+
+/* ---- ends --------------------------------------------------------------- */
+
+/* A batch of puts of one wake on the put path: the puts up to count c and
+ * the put of `arrived` (whose source is `value`). */
+typedef struct {
+    uint64_t c;
+    uint64_t value;
+    unsigned pending; /* requests not completed yet */
+    rig_uend *end;
+} rig_batch;
+
+#define RIG_BATCHES 32
+
+struct rig_uend {
+    /* The wake lock (carrier.h): the number of wakes since the carrier
+     * last looked; the thread that moves it off 0 carries. */
+    _Alignas(64) atomic_uint_fast64_t wakes;
+    /* Read by the carrier (under the wake lock). */
+    _Alignas(64) uint64_t carried; /* every count <= carried is carried */
+    uint8_t *counts;               /* this end's counts */
+    const uint8_t *out;            /* this end's outbound, copy 0 */
+    size_t out_copy;               /* bytes of one outbound copy */
+    rig_transfer *send;
+    size_t nsend;
+    /* span[j]: the transfers from j on that sit back to back in both src
+     * and dst, and their bytes; carried as one copy or put when a wake
+     * finds them all readied (a whole run of a halo, say). */
+    struct rig_span {
+        size_t count;
+        size_t bytes;
+    } * span;
+    uint64_t next_run; /* run and transfer of count carried + 1 */
+    size_t next_j;
+    uint8_t *peer_in;                    /* mapped peer inbound, or NULL */
+    atomic_uint_least64_t *peer_arrived; /* mapped peer arrived, or NULL */
+    size_t in_copy;                      /* bytes of one peer inbound copy */
+    rig_ucx *ucx;
+    uint8_t *peer_counts_map; /* mapped peer counts, or NULL */
+
+    /* The put path (worker lock). */
+    ucp_ep_h ep;
+    ucp_rkey_h rkey;
+    uint64_t peer_counts, peer_in_addr;
+    rig_batch batch[RIG_BATCHES]; /* ring: batches not yet sent */
+    unsigned batch_head, batch_n;
+
+    /* Cold. */
+    int peer;
+    int64_t id;
+    rig_transfer *receive;
+    size_t nreceive;
+    rig_end_layout layout;
+    rig_endmem mem;
+    void *desc; /* packed descriptor for the peer */
+    size_t desc_len;
+    rig_end *end;          /* the ABI end while held, else NULL */
+    rig_rail *rail;        /* its rail (borrowed) */
+    rig_handshake_end hs;  /* the window and the peer's end (list lock) */
+    bool held;             /* the ABI end is alive (list lock) */
+    bool in_job;           /* the job still counts it (until close) */
+    bool listed;           /* in the transport's list (finished) */
+    rig_uend *next, *prev; /* the transport's list */
+};
+
+/* ---- the transport ------------------------------------------------------ */
+
+struct rig_ucx {
+    rig_transport super;
+    int rank, size;
+    rig_switch numa, cuda_switch, shm_stores;
+    ucp_context_h context;
+    ucp_worker_h worker;
+    void *address;
+    size_t address_len;
+    pthread_mutex_t worker_lock;
+    rig_handshake handshake; /* the pair protocol's view of this transport */
+    rig_window *window;      /* the job's, from wire */
+
+    /* Peers: worker addresses and endpoints (made on first use). */
+    uint8_t **peer_addr;
+    size_t *peer_addr_len;
+    ucp_ep_h *ep;
+
+    /* Topology and where ends go. */
+    hwloc_topology_t topo;
+    hwloc_nodeset_t nodeset; /* NULL: not bound */
+    rig_cuda *cuda;
+
+    /* Ends, under list_lock. */
+    pthread_mutex_t list_lock;
+    rig_uend *ends;
+    long refs; /* 1 for the job + 1 per end not yet freed; list_lock */
+
+    /* Failure (failure.c): the shared state (why, who left, peers'
+     * processes), and how this transport spreads it. */
+    rig_failure fail;
+    _Atomic(char *) pending_why;    /* for the progress thread to fail */
+    _Atomic(char *) pending_remote; /* told by a peer (not sent on) */
+    bool fail_origin;               /* the failure started here: tell every rank
+                                     * (list lock; set once, with the reason) */
+    atomic_bool tell_peers;         /* the progress thread still has to */
+    atomic_bool told;      /* every rank was told (or did not need to) */
+    atomic_bool closing;   /* endpoint errors are expected now */
+    uint64_t keepalive_ms; /* RIG_KEEPALIVE_MS */
+    int wake_ms; /* the progress thread's period, -1: none needed (wire) */
+
+    /* The progress thread (progress.c). */
+    pthread_t thread;
+    bool thread_started;
+    int efd;     /* the worker's event fd */
+    int eventfd; /* wakes the thread */
+    int epfd;
+    atomic_bool stop;
+    atomic_long outstanding; /* batches with requests in flight */
+};
+
+static inline rig_ucx *rig_ucx_of(rig_transport *t)
+{
+    return (rig_ucx *)t;
+}
+
+/* A UCX status as text, for messages. */
+const char *rig_ucs_str(ucs_status_t st);
+
+/* ---- transport.c -------------------------------------------------------- */
+
+/* The ops table (the registry, src/rail/transports.c, lists it). */
+extern const rig_transport_ops rig_ucx_ops;
+/* Sets name=value on rig's UCX configuration (ucp_config_modify) unless
+ * one of user_vars (NULL-ended) is set in the environment -- the user's
+ * value wins -- or UCX_TLS leaves out every transport of tls (NULL-ended
+ * names and aliases): UCX would warn of a setting no interface took.
+ * "system:" when UCX refuses the value. */
+bool rig_ucx_config_set(ucp_config_t *cfg, const char *name, const char *value,
+                        const char *const *user_vars, const char *const *tls,
+                        char **err);
+
+/* The endpoint to peer, made on first use; worker lock held. */
+bool rig_ucx_ep(rig_ucx *u, int peer, ucp_ep_h *out, char **err);
+/* Drops one reference; the last frees the transport.  Takes list_lock. */
+void rig_ucx_unref(rig_ucx *u);
+
+/* ---- progress.c --------------------------------------------------------- */
+
+/* Starts the progress thread (after the worker exists); stops it. */
+bool rig_progress_start(rig_ucx *u, char **err);
+void rig_progress_stop(rig_ucx *u);
+/* Wakes the progress thread (any thread, async-signal-safe). */
+void rig_ucx_kick(rig_ucx *u);
+
+/* ---- end.c -------------------------------------------------------------- */
+
+/* The pair protocol's steps for UCX ends. */
+extern const rig_handshake_ops rig_uend_handshake;
+/* Frees an end no one uses any more (memory, rkey, descriptor) and drops
+ * its reference on the transport.  No lock held. */
+void rig_uend_free(rig_uend *e);
+/* Takes e out of the transport's list; list lock held. */
+void rig_uend_unlink(rig_ucx *u, rig_uend *e);
+/* The end of rail r if this transport made it and it is held; list lock
+ * held. */
+rig_uend *rig_uend_find(rig_ucx *u, const rig_rail *r);
+
+/* ---- carrier.c ---------------------------------------------------------- */
+
+/* The ABI end's wake (rig/provider.h, step 3). */
+void rig_uend_wake(void *self, uint64_t c);
+/* Tells e's peer that the job failed: its counts of this rail go to FAILED.
+ * Worker lock held. */
+void rig_uend_fail_peer(rig_uend *e);
+
+/* ---- failure.c ---------------------------------------------------------- */
+
+/* Sets UCX keepalive (ucp) and TCP keepalive (interfaces) to the period,
+ * through cfg; a user's UCX_* variable wins. */
+bool rig_fail_config(ucp_config_t *cfg, uint64_t keepalive_ms, char **err);
+/* Registers the failure message's handler on the worker. */
+bool rig_fail_init(rig_ucx *u, char **err);
+/* Watches every peer for death (wire): pidfds of same-node peers in the
+ * progress thread's epoll, keepalive for the others. */
+bool rig_fail_watch(rig_ucx *u, const rig_transport_wiring *w, char **err);
+/* The progress thread's epoll reported fd: true when it is a peer's pidfd
+ * (the peer died; the job fails). */
+bool rig_fail_event(rig_ucx *u, int fd);
+/* Polls same-node peers that have no pidfd (every wake_ms). */
+void rig_fail_poll(rig_ucx *u);
+/* The progress thread's turn: failures handed over, peers to tell.  True
+ * when it told the peers (the counts are then re-raised a few times). */
+bool rig_fail_progress(rig_ucx *u);
+/* Re-raises every held end's counts (a put in flight when they failed may
+ * have lowered one). */
+void rig_fail_refail(rig_ucx *u);
+/* Hands a failure to the progress thread, which fails the job: for callers
+ * that hold the worker lock or run inside a wake.  Any thread. */
+void rig_ucx_fail_later(rig_ucx *u, const char *fmt, ...) RIG_PRINTF(2, 3);
+/* Waits (at most 1 s) until every rank was told of this rank's failure. */
+void rig_ucx_flush_fail(rig_ucx *u);
+
+/* The ops table's failure slots. */
+void rig_ucx_fail(rig_transport *t, const char *why);
+const char *rig_ucx_failed(rig_transport *t);
+int rig_ucx_gone(rig_transport *t);
+void rig_ucx_finalize(rig_transport *t, const char *why);
+
+#endif
