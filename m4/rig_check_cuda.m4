@@ -70,6 +70,8 @@ AC_DEFUN([RIG_CHECK_CUDA], [
     AC_DEFINE([RIG_HAVE_CUDA], [1], [CUDA headers are available])
     AC_DEFINE_UNQUOTED([RIG_CUDA_DIR], ["$rig_cuda_dir"],
       [the CUDA toolkit configure found])
+    AC_DEFINE_UNQUOTED([RIG_NVJITLINK_DIR], ["$RIG_NVJITLINK_DIR"],
+      [where libnvJitLink.so is loaded from by default (mesh/paths.h)])
     RIG_SUMMARY([CUDA headers], [yes (CUDA_VERSION $rig_cuda_ver, $rig_cuda_dir; nvJitLink from $RIG_NVJITLINK_DIR at run time)])
   ], [
     AS_IF([test "x$with_cuda" != xguess && test "x$with_cuda" != xno],

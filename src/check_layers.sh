@@ -81,10 +81,11 @@ find "$bld" -name '*.lo' 2>/dev/null | sort | while read -r lo; do
         obj=$(sed -n "s/^non_pic_object='\(.*\)'/\1/p" "$lo")
     [ -f "$dir/$obj" ] || continue
     # An object whose source is gone (a file moved since the last build)
-    # is left over, not part of librig.
+    # is left over, not part of librig; a source the build made (the
+    # keeper's image) sits beside its object.
     base=$(basename "$lo" .lo)
     base=${base#*_la-}
-    [ -f "$src/$rel/$base.c" ] || continue
+    [ -f "$src/$rel/$base.c" ] || [ -f "$dir/$base.c" ] || continue
     echo "$layer $dir/$obj" >>"$tmp/objects"
 done
 if [ ! -s "$tmp/objects" ]; then

@@ -3,7 +3,13 @@
  * docs.  A layer that reads a new variable lists it here. */
 #include "rig/settings.h"
 
-#include "mesh/paths.h"
+#include "config.h"
+
+/* The toolkit configure found, as mesh/paths.h has it (the ABI includes
+ * no executor header). */
+#ifndef RIG_NVJITLINK_DIR
+#define RIG_NVJITLINK_DIR ""
+#endif
 
 static const rig_setting settings[] = {
     /* every layer */
@@ -29,7 +35,7 @@ static const rig_setting settings[] = {
     {"RIG_MESH_CUDA_ISOLATION", "blink", "CUDA isolation: blink or mps"},
     {"RIG_MESH_CUDA_WORKER", "$(pkglibexecdir)/rig-cuda-worker",
      "the MPS worker program"},
-    {"MESH_NVJITLINK_DIR", MESH_NVJITLINK_DIR,
+    {"MESH_NVJITLINK_DIR", RIG_NVJITLINK_DIR,
      "where libnvJitLink.so is loaded from"},
     {"RIG_WASM_CORES", "0", "cores lease lanes may use (0: all)"},
     {"RIG_WASM_CACHE", "$XDG_CACHE_HOME/rig/wasm",

@@ -16,7 +16,7 @@
  * later launch can prepare it again. */
 #include "remote_internal.h"
 
-#include "util_internal.h"
+#include "../util/util_internal.h"
 
 #include <ctype.h>
 #include <limits.h>

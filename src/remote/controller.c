@@ -12,7 +12,7 @@
  * the first refusal's reason word in front. */
 #include "remote_internal.h"
 
-#include "util_internal.h"
+#include "../util/util_internal.h"
 
 #include <errno.h>
 #include <limits.h>

@@ -10,7 +10,7 @@ if RIG_HAVE_HWLOC
 riginclude_HEADERS += include/rig/remote.h
 noinst_HEADERS += src/remote/remote_internal.h
 
-REMOTE_CPPFLAGS = $(RIG_ABI_CPPFLAGS) -I$(top_srcdir)/src/abi $(MPI_CFLAGS) \
+REMOTE_CPPFLAGS = $(RIG_ABI_CPPFLAGS) $(MPI_CFLAGS) \
 	$(HWLOC_CFLAGS)
 
 noinst_LTLIBRARIES += src/remote/libremote.la

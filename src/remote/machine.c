@@ -18,7 +18,7 @@
  *   why. */
 #include "remote_internal.h"
 
-#include "util_internal.h"
+#include "../util/util_internal.h"
 
 #include <hwloc.h>
 #include <stdio.h>

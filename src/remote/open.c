@@ -11,7 +11,7 @@
  * in place of the descriptions. */
 #include "remote_internal.h"
 
-#include "util_internal.h"
+#include "../util/util_internal.h"
 
 #include <limits.h>
 #include <stdio.h>

@@ -7,7 +7,7 @@
  * address of the record they were called on. */
 #include "remote_internal.h"
 
-#include "util_internal.h"
+#include "../util/util_internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -12,7 +12,7 @@
  * peer may still complete must keep its buffer. */
 #include "remote_internal.h"
 
-#include "util_internal.h"
+#include "../util/util_internal.h"
 
 #include <limits.h>
 #include <sched.h>
