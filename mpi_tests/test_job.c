@@ -104,7 +104,8 @@ static void test_open_errors(void)
     unsetenv("RIG_TRANSPORT");
     o.transport = "mpi";
 #ifdef MPICH_VERSION
-    /* MPICH cannot carry it (src/rail/mpi/transport.c): refused, naming MPICH. */
+    /* MPICH cannot carry it (src/rail/mpi/transport.c): refused, naming
+     * MPICH. */
     T_ERR(rig_job_open(MPI_COMM_WORLD, &o, &job, &t_err),
           "unsupported:", "MPICH", NULL);
 #else
