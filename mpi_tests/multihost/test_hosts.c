@@ -187,6 +187,7 @@ static int test_open(void)
     free(all);
     make_rails(run_bytes);
     uint64_t rx0 = eth0_rx();
+    MPI_Barrier(MPI_COMM_WORLD); /* no rank sends before all have read */
     const uint64_t runs = 20;
     for (uint64_t run = 0; run < runs; run++) {
         ready_run(run);
