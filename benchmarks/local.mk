@@ -56,5 +56,5 @@ benchmarks_rig_osu_ready_CFLAGS = $(RIG_CFLAGS)
 benchmarks_rig_osu_ready_LDADD = $(RIG_BENCH_LDADD)
 benchmarks_rig_osu_ready_LDFLAGS = $(RIG_LDFLAGS)
 endif
-dist_noinst_SCRIPTS += benchmarks/run.sh
+dist_noinst_SCRIPTS += benchmarks/run.sh benchmarks/multihost.sh
 EXTRA_DIST += benchmarks/README.md

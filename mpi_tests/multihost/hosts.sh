@@ -24,7 +24,8 @@
 # IPv4 traffic between these addresses.
 #
 # Needs root, ip (iproute2), unshare and nsenter (util-linux), flock, and
-# a kernel with network namespaces, veth and bridges.
+# a kernel with network namespaces, veth and bridges.  Safe to source in a
+# script under set -euo pipefail.
 
 MH_RUN=${MH_RUN:-/run/rig-multihost}
 MH_PREFIX=rigmh
@@ -66,9 +67,9 @@ mh_check() {
         unshare --uts true 2>/dev/null; then
         ok=1
     fi
-    ip link del "${probe}v" 2>/dev/null
-    ip link del "${probe}b" 2>/dev/null
-    ip netns del "$probe" 2>/dev/null
+    ip link del "${probe}v" 2>/dev/null || true
+    ip link del "${probe}b" 2>/dev/null || true
+    ip netns del "$probe" 2>/dev/null || true
     if [ $ok != 1 ]; then
         echo "cannot make veth pairs, bridges or UTS namespaces here"
         return 1
@@ -88,14 +89,14 @@ mh_alive() {
 mh_kill_in() {
     local ns=$1 pids i
     for i in 1 2 3 4 5 6 7 8 9 10; do
-        pids=$(ip netns pids "$ns" 2>/dev/null)
+        pids=$(ip netns pids "$ns" 2>/dev/null || true)
         [ -n "$pids" ] || return 0
         if [ $i -lt 5 ]; then
             # shellcheck disable=SC2086
-            kill -TERM $pids 2>/dev/null
+            kill -TERM $pids 2>/dev/null || true
         else
             # shellcheck disable=SC2086
-            kill -KILL $pids 2>/dev/null
+            kill -KILL $pids 2>/dev/null || true
         fi
         sleep 0.2
     done
@@ -110,13 +111,13 @@ mh_remove() {
             *) continue ;;
         esac
         mh_kill_in "$ns"
-        ip netns del "$ns" 2>/dev/null
+        ip netns del "$ns" 2>/dev/null || true
     done
     for link in $(ip -o link show 2>/dev/null |
         awk -F': ' '{ sub(/@.*/, "", $2); print $2 }'); do
         case $link in
             "${MH_PREFIX}${id}p"[0-9] | "${MH_PREFIX}${id}b")
-                ip link del "$link" 2>/dev/null
+                ip link del "$link" 2>/dev/null || true
                 ;;
         esac
     done
@@ -131,7 +132,7 @@ mh_sweep() {
             ip netns list 2>/dev/null | awk '{print $1}'
             ip -o link show 2>/dev/null |
                 awk -F': ' '{ sub(/@.*/, "", $2); print $2 }'
-            ls "$MH_RUN" 2>/dev/null
+            ls "$MH_RUN" 2>/dev/null || true
         } | sed -n "s/^${MH_PREFIX}\([0-9][0-9]*\)[bhp].*/\1/p
                     s/^\([0-9][0-9]*\)\(\.lock\|\.net\)\{0,1\}$/\1/p" |
             sort -u
@@ -218,7 +219,7 @@ mh_up() {
 
     local br=${MH_PREFIX}${MH_ID}b
     ip link add "$br" type bridge || return 1
-    echo 1 >"/proc/sys/net/ipv6/conf/$br/disable_ipv6" 2>/dev/null
+    echo 1 >"/proc/sys/net/ipv6/conf/$br/disable_ipv6" 2>/dev/null || true
     ip addr add "$MH_NET.254/24" dev "$br" || return 1
     ip link set "$br" up || return 1
     MH_HOSTS=
@@ -230,9 +231,9 @@ mh_up() {
         ip netns exec "$ns" sh -c \
             'echo 1 > /proc/sys/net/ipv6/conf/all/disable_ipv6;
              echo 1 > /proc/sys/net/ipv6/conf/default/disable_ipv6' \
-            2>/dev/null
+            2>/dev/null || true
         ip link add "$port" type veth peer name eth0 netns "$ns" || return 1
-        echo 1 >"/proc/sys/net/ipv6/conf/$port/disable_ipv6" 2>/dev/null
+        echo 1 >"/proc/sys/net/ipv6/conf/$port/disable_ipv6" 2>/dev/null || true
         ip link set "$port" master "$br" up || return 1
         ip -n "$ns" addr add "$MH_NET.$((i + 1))/24" dev eth0 || return 1
         ip -n "$ns" link set eth0 up || return 1
@@ -260,15 +261,17 @@ mh_up() {
     return 0
 }
 
-# Whether the bridge's side reaches addr (a TCP connect to a port no one
-# listens on answers at once with a reset; no ICMP tools needed).
+# Whether the bridge's side reaches addr within about 10 s: a TCP connect
+# to a port no one listens on is refused at once by a host that is up (no
+# ICMP tools needed); a host not up yet fails after the ARP timeout.  In
+# a subshell of this shell, not a new program: on a loaded machine a
+# program's start alone can outlast a short timeout.
 mh_reach() {
-    local addr=$1 i
-    for i in $(seq 1 50); do
-        if timeout 0.2 bash -c "exec 3<>/dev/tcp/$addr/9" 2>&1 |
-            grep -q 'refused'; then
-            return 0
-        fi
+    local addr=$1 end=$((SECONDS + 10))
+    while [ $SECONDS -lt $end ]; do
+        case $( (exec 3<>"/dev/tcp/$addr/9") 2>&1) in
+            *refused*) return 0 ;;
+        esac
         sleep 0.1
     done
     return 1
