@@ -28,6 +28,7 @@ packages=(
     libopenmpi-dev openmpi-bin libucx-dev libhwloc-dev hwloc
     libcunit1-dev libjansson-dev libxxhash-dev wabt
     gnuplot-nox clang libclang-rt-14-dev clang-format valgrind strace
+    iproute2
 )
 
 install_packages() {
