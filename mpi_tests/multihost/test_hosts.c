@@ -3,7 +3,7 @@
  * stopped peer.  Run by mpi_tests/multihost/mhtest.sh, one rank a host.
  *
  * Usage: test_hosts MODE [--thread single|funneled|serialized|multiple]
- *                        [--may-refuse] [--bytes N]
+ *                        [--may-refuse] [--bytes N] [--down-ms N]
  *   --open        every rank on its own host (distinct host names, and the
  *                 bytes cross each rank's eth0: its rx counter grows by at
  *                 least what landed in its ends); rails between every pair
@@ -16,13 +16,18 @@
  *                 for the next).  Every rank, the cut one too, must see
  *                 every count of every end at RIG_COUNT_FAILED within
  *                 2000 ms of the cut, with a "failed:" reason; the link
- *                 comes back 3 s after the cut, and 2 s later the job is
- *                 still failed and no byte has landed since.
+ *                 comes back 3 s after the cut (--down-ms), and 2 s
+ *                 later the job is still failed and no byte has landed
+ *                 since.
  *   --stop S      the last rank is stopped (SIGSTOP) for S seconds while
  *                 the others' 4 MiB runs to it are in flight and they wait
  *                 for its run: a stopped process is not a dead one.
  *                 Nothing may fail; its run arrives after the stop,
  *                 intact, and a last run completes.
+ *   --down-ms N   how long a cut link stays down (default 3000, at least
+ *                 1000); waits give up after 10 s or N ms, whichever is
+ *                 longer: with a long N the test measures how long today's
+ *                 detection takes (and fails on the 2000 ms bound).
  *   --may-refuse  rig_job_open may refuse with "unsupported:" (a transport
  *                 that cannot work across hosts); the refusal, the same at
  *                 every rank, passes.  Any other failure to open fails.
@@ -42,9 +47,11 @@
 
 #define MAXR 8
 #define BOUND_MS 2000.0
-#define RESTORE_MS 3000u /* the link returns this long after the cut */
-#define SETTLE_MS 2500u  /* snapshots: after detection, before the return */
-#define AFTER_MS 2000u   /* watched for stale bytes after the return */
+#define AFTER_MS 2000u /* watched for stale bytes after the return */
+
+/* How long a cut link stays down (--down-ms); snapshots are taken 500 ms
+ * before it returns, after the detection the test demands. */
+static unsigned down_ms = 3000;
 
 static rig_job *job;
 static int me, nranks;
@@ -245,7 +252,7 @@ static void *cut_main(void *arg)
         fprintf(f, "%llu\n", (unsigned long long)c->t_cut);
         fclose(f);
     }
-    sleep_until(c->t_cut + RESTORE_MS * 1000000ull);
+    sleep_until(c->t_cut + down_ms * 1000000ull);
     c->t_restore = now_ns();
     c->rc_restore = ctl(c, "restore");
     return NULL;
@@ -326,6 +333,8 @@ static int test_cut(const char *op, bool busy)
     const uint64_t warm = busy ? 4 : 10;
     bool cuts = me == nranks - 1;
     cutter c = {.op = op, .lead_ns = busy ? 2000000u : 300000000u};
+    /* The wait's hang guard: 10 s, or while the link is down. */
+    const unsigned guard_ms = down_ms > 10000 ? down_ms : 10000;
     snprintf(c.path, sizeof(c.path), "%s/cut.time", env_or_fail("RIG_MH_DIR"));
     if (cuts) {
         c.ctl = env_or_fail("RIG_MH_CTL");
@@ -359,12 +368,13 @@ static int test_cut(const char *op, bool busy)
             continue;
         }
         bool timed_out = false;
-        bool ok = rig_end_wait_arrived_for(end_of(p), never, 10000, &timed_out);
+        bool ok =
+            rig_end_wait_arrived_for(end_of(p), never, guard_ms, &timed_out);
         t_seen[p] = now_ns();
         if (timed_out) {
-            T_FAIL("no failure on the rail to rank %d 10 s after the cut "
+            T_FAIL("no failure on the rail to rank %d %u ms after the cut "
                    "(%s, %s)",
-                   p, op, busy ? "busy" : "idle");
+                   p, guard_ms, op, busy ? "busy" : "idle");
         }
         if (ok) {
             T_FAIL("the rail to rank %d carried a run no one readied", p);
@@ -387,14 +397,14 @@ static int test_cut(const char *op, bool busy)
     T_ASSERT(worst < BOUND_MS);
 
     /* No resurrection: what lands after the link returns is stale. */
-    sleep_until(t_cut + SETTLE_MS * 1000000ull);
+    sleep_until(t_cut + (down_ms - 500) * 1000000ull);
     snapshot snap[MAXR] = {0};
     for (int p = 0; p < nranks; p++) {
         if (rails[p] != NULL) {
             take(&snap[p], p);
         }
     }
-    sleep_until(t_cut + (RESTORE_MS + AFTER_MS) * 1000000ull);
+    sleep_until(t_cut + (down_ms + AFTER_MS) * 1000000ull);
     if (cuts) {
         pthread_join(th, NULL);
         T_EQ(c.rc_cut, 0);
@@ -546,6 +556,9 @@ int main(int argc, char **argv)
         } else if (strcmp(a, "--thread") == 0 && v != NULL) {
             level = thread_level(v);
             i++;
+        } else if (strcmp(a, "--down-ms") == 0 && v != NULL) {
+            down_ms = (unsigned)strtoul(v, NULL, 10);
+            i++;
         } else if (strcmp(a, "--bytes") == 0 && v != NULL) {
             run_bytes = (size_t)strtoull(v, NULL, 10);
             i++;
@@ -560,7 +573,8 @@ int main(int argc, char **argv)
     MPI_Comm_size(MPI_COMM_WORLD, &nranks);
     me = t_rank;
     setvbuf(stdout, NULL, _IOLBF, 0);
-    if (mode == NULL || nranks < 2 || nranks > MAXR || run_bytes < 4) {
+    if (mode == NULL || nranks < 2 || nranks > MAXR || run_bytes < 4 ||
+        down_ms < 1000) {
         if (me == 0) {
             printf("FAIL: needs a mode and 2 to %d ranks (see the header)\n",
                    MAXR);
