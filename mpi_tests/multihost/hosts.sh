@@ -16,7 +16,8 @@
 # eth0.  While the hosts live, that shell holds an flock on
 # $MH_RUN/<ID>.lock; mh_sweep removes the objects of any ID whose lock is
 # free (its owner died, even by SIGKILL), killing the processes left in
-# their namespaces.  The subnet is 10.222.K.0/24 for the first K (from a
+# their namespaces and those that carry its RIG_MH_RUN (exported by mh_up,
+# inherited by everything started after it).  The subnet is 10.222.K.0/24 for the first K (from a
 # start that depends on ID) that no address or route of this machine
 # overlaps and no live run claims; host i is 10.222.K.(i+1), the bridge
 # 10.222.K.254 (mpirun, in this namespace, reaches the daemons there).
@@ -102,9 +103,31 @@ mh_kill_in() {
     done
 }
 
+# Kills what run $1 started outside the hosts too (mpirun and its
+# wrappers): every process whose environment has RIG_MH_RUN=rigmh$1
+# (mh_up exports it), but this shell; TERM, then KILL.
+mh_kill_marked() {
+    local id=$1 pids p i
+    for i in 1 2 3 4 5 6; do
+        pids=$(grep -lsaz "^RIG_MH_RUN=${MH_PREFIX}${id}\$" \
+            /proc/[0-9]*/environ 2>/dev/null |
+            sed 's|/proc/\([0-9]*\)/environ|\1|' | grep -vx "$$" || true)
+        [ -n "$pids" ] || return 0
+        for p in $pids; do
+            if [ $i -lt 3 ]; then
+                kill -TERM "$p" 2>/dev/null || true
+            else
+                kill -KILL "$p" 2>/dev/null || true
+            fi
+        done
+        sleep 0.2
+    done
+}
+
 # Removes the objects of run $1 (idempotent).
 mh_remove() {
     local id=$1 ns link
+    mh_kill_marked "$id"
     for ns in $(ip netns list 2>/dev/null | awk '{print $1}'); do
         case $ns in
             "${MH_PREFIX}${id}h"[0-9]) ;;
@@ -246,7 +269,8 @@ mh_up() {
     RIG_MH_HOSTS=$MH_DIR/hosts
     RIG_MH_ROOT=/proc/$MH_ID/ns/net
     RIG_MH_CTL=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/ctl.sh
-    export RIG_MH_HOSTS RIG_MH_ROOT RIG_MH_CTL
+    RIG_MH_RUN=${MH_PREFIX}${MH_ID}
+    export RIG_MH_HOSTS RIG_MH_ROOT RIG_MH_CTL RIG_MH_RUN
     t2=$(date +%s%N)
     # Every host answers the bridge (bounded: about 10 s each).
     for i in $(seq 0 $((n - 1))); do

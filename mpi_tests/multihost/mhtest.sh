@@ -27,34 +27,31 @@ here=$(cd "$(dirname "$0")" && pwd)
 
 hosts=
 osc=
-tmp=$(mktemp "${TMPDIR:-/tmp}/mhtest.XXXXXX.mpi") || exit 99
+lines=() # the .mpi file for mpitest.sh, written into the run's directory
 while IFS= read -r line || [ -n "$line" ]; do
     case $line in
         hosts=*) hosts=${line#hosts=} ;;
         osc=*) osc=${line#osc=} ;;
-        *) printf '%s\n' "$line" >>"$tmp" ;;
+        *) lines+=("$line") ;;
     esac
 done <"$spec"
 case $hosts in
     [1-9]) ;;
     *)
         echo "mhtest: $spec needs hosts=1..9"
-        rm -f "$tmp"
         exit 99
         ;;
 esac
-np=$(sed -n 's/^np=//p' "$tmp" | tail -n1)
+np=$(printf '%s\n' "${lines[@]}" | sed -n 's/^np=//p' | tail -n1)
 case $np in
     '' | *[!0-9]*)
         echo "mhtest: $spec needs np="
-        rm -f "$tmp"
         exit 99
         ;;
 esac
 
 if [ "${RIG_MULTIHOST:-1}" = 0 ]; then
     echo "SKIP: RIG_MULTIHOST=0 (the multi-host stage is turned off)"
-    rm -f "$tmp"
     exit 77
 fi
 # Open MPI only: the launch goes through its rsh agent.
@@ -62,7 +59,6 @@ real=${MPIRUN:-mpirun}
 if ! "$real" --version 2>/dev/null | grep -q 'Open MPI'; then
     echo "SKIP: the multi-host test bed launches through Open MPI's" \
         "plm_rsh_agent; $real is not Open MPI's mpirun"
-    rm -f "$tmp"
     exit 77
 fi
 
@@ -70,7 +66,6 @@ fi
 . "$here/hosts.sh"
 if ! why=$(mh_check); then
     echo "SKIP: simulated hosts: $why"
-    rm -f "$tmp"
     exit 77
 fi
 
@@ -80,18 +75,9 @@ cleanup() {
     if [ -n "$child" ]; then
         kill -TERM "$child" 2>/dev/null
     fi
-    # Everything this run started carries RIG_MH_RUN (mpirun in this
-    # namespace included); mh_down kills what is left in the hosts.
-    local p left
-    left=$(grep -lsa "RIG_MH_RUN=$RIG_MH_RUN\$" /proc/[0-9]*/environ \
-        2>/dev/null | sed 's|/proc/\([0-9]*\)/environ|\1|' | grep -vx "$$")
-    if [ -n "$left" ]; then
-        for p in $left; do
-            kill -KILL "$p" 2>/dev/null
-        done
-    fi
+    # mh_down kills what is left: in the hosts, and whatever carries this
+    # run's RIG_MH_RUN (mpirun, in this namespace).
     mh_down
-    rm -f "$tmp"
 }
 trap cleanup EXIT
 trap 'exit 1' INT TERM HUP
@@ -103,7 +89,9 @@ if ! mh_up "$hosts"; then
 fi
 t1=$(date +%s%N)
 ppn=$(((np + hosts - 1) / hosts))
-export RIG_MH_RUN=rigmh$MH_ID RIG_MH_DIR=$MH_DIR
+tmp=$MH_DIR/test.mpi
+printf '%s\n' "${lines[@]}" >"$tmp"
+export RIG_MH_DIR=$MH_DIR
 mh_mpirun_args "$ppn" >"$MH_DIR/mpirun.args"
 echo "-x" >>"$MH_DIR/mpirun.args"
 echo "RIG_MH_DIR" >>"$MH_DIR/mpirun.args"
