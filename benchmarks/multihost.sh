@@ -10,7 +10,9 @@
 # Usage: bash benchmarks/multihost.sh [BUILD_DIR]   (default _build/quickstart)
 # Needs root and iproute2 (exits 77 and says why otherwise).
 # Settings: RESULTS_DIR (default benchmarks/results), MPIRUN (default mpirun),
-# QUICK=1 (fewer iterations: a smoke run, not for the record), PML=ucx
+# QUICK=1 (10 iterations, latency to 64 KiB: a smoke run of a few
+# minutes, not for the record; a full run takes an hour on a loaded
+# 2-core machine), PML=ucx
 # (Open MPI's pml ucx for the MPI methods, over the same UCX_TLS=tcp,self,
 # instead of the system's choice), ROUNDS (default 3: each measurement
 # repeated, the median kept).
@@ -51,9 +53,11 @@ fi
 methods=rig,mpi,persistent,put,ucx
 rounds=(-r "${ROUNDS:-3}")
 quick=()
+lat_max=1M
 if [ "${QUICK:-0}" = 1 ]; then
-    quick=(-i 100 -x 10)
+    quick=(-i 10 -x 2)
     rounds=(-r 1)
+    lat_max=64K
 fi
 
 stamp=$(date +%Y-%m-%d)
@@ -78,7 +82,7 @@ run() {
 
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
 t0=$(date +%s)
-run latency -b "$methods" -m 1:1M "${rounds[@]}" "${quick[@]}"
+run latency -b "$methods" -m "1:$lat_max" "${rounds[@]}" "${quick[@]}"
 run bw -b "$methods" -m 4K:4M "${rounds[@]}" "${quick[@]}"
 run bibw -b "$methods" -m 4K:4M "${quick[@]}"
 t1=$(date +%s)
@@ -185,7 +189,7 @@ fi
     echo "bridge, each with its own host name, one rank in each, UCX_TLS=tcp,self:"
     echo "every byte crosses TCP over the bridge (mpi_tests/multihost/hosts.sh)."
     echo "All methods side by side in one run, interleaved at every size; each"
-    echo "latency and bandwidth figure is the median of ${ROUNDS:-3} rounds."
+    echo "latency and bandwidth figure is the median of ${rounds[1]} round(s)."
     echo "Load average before: $load_before; after: $load_after. The suite took"
     echo "$((t1 - t0)) s. A loaded machine's figures are noise: compare the"
     echo "ratios of one run, and re-measure on a quiet machine."
