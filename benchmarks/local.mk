@@ -62,7 +62,7 @@ benchmarks_rig_osu_ready_LDFLAGS = $(RIG_LDFLAGS)
 
 RIG_OSU_RUN = rig_osu_run
 endif
-dist_noinst_SCRIPTS += benchmarks/run.sh
+dist_noinst_SCRIPTS += benchmarks/run.sh benchmarks/multihost.sh
 # run.sh beside the programs (a build without MPI has none).
 install-exec-local: install-rig-osu-run
 uninstall-local: uninstall-rig-osu-run

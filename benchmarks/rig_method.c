@@ -89,6 +89,22 @@ static bool rig_open(void **state, char **err)
 
 static bool rig_mpi_open(void **state, char **err)
 {
+    /* Across nodes the MPI transport's MPI_Win_flush waits for the target
+     * to enter MPI (Open MPI's osc over TCP), which a rank polling a
+     * rail's counts never does: the run would hang (issue 14) until the
+     * transport refuses such a job itself. */
+    MPI_Comm node;
+    int here = 0, all = 0;
+    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL,
+                        &node);
+    MPI_Comm_size(node, &here);
+    MPI_Comm_free(&node);
+    MPI_Comm_size(MPI_COMM_WORLD, &all);
+    if (here != all) {
+        *err = strdup("unsupported: the MPI RMA transport across nodes "
+                      "(its flush needs the target inside MPI; issue 14)");
+        return false;
+    }
     return open_on("mpi", state, err);
 }
 

@@ -325,8 +325,12 @@ static uint64_t ucx_flag(const ucx_link *u)
                                 memory_order_acquire);
 }
 
+/* For bench_check_live: over TCP a put lands only as the target progresses
+ * its worker, so a message part-way in stays torn until this rank
+ * progresses (across hosts it did, and the check aborted). */
 static uint64_t ucx_flag_of(const void *ctx)
 {
+    ucp_worker_progress(g_ucx.worker);
     return ucx_flag(ctx);
 }
 

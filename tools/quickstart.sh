@@ -28,7 +28,7 @@ packages=(
     libopenmpi-dev openmpi-bin libucx-dev libhwloc-dev hwloc
     libcunit1-dev libjansson-dev libxxhash-dev wabt
     gnuplot-nox clang libclang-rt-14-dev clang-format valgrind strace
-    mpich libmpich-dev scdoc man-db
+    mpich libmpich-dev scdoc man-db iproute2
 )
 
 install_packages() {
