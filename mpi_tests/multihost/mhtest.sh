@@ -56,7 +56,7 @@ if [ "${RIG_MULTIHOST:-1}" = 0 ]; then
 fi
 # Open MPI only: the launch goes through its rsh agent.
 real=${MPIRUN:-mpirun}
-if ! "$real" --version 2>/dev/null | grep -q 'Open MPI'; then
+if ! "$real" --version 2>/dev/null | grep -qE 'Open MPI|OpenRTE'; then
     echo "SKIP: the multi-host test bed launches through Open MPI's" \
         "plm_rsh_agent; $real is not Open MPI's mpirun"
     exit 77
