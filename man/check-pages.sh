@@ -9,7 +9,10 @@
 # guess is made at C syntax.  A function has a page when a section-3
 # source man/*.3.scd names it in its NAME line (what so-links.sh installs)
 # and has an entry for it, a line starting with *<name>*(.  Every page
-# source must also be one that is installed (RIG_MAN_PAGES).
+# source must also be one that is installed (RIG_MAN_PAGES), and every
+# setting of the table rig_settings() returns (src/abi/settings.c, a
+# {"NAME", ...} line each) must be named in bold, *NAME*, in
+# rig_settings(3).
 #
 # Environment (from AM_TESTS_ENVIRONMENT): top_srcdir, top_builddir,
 # RIG_MAN_CC, RIG_MAN_CPPFLAGS (MPI's and CUDA's flags), RIG_MAN_HEADERS,
@@ -64,5 +67,16 @@ for f in $missing; do
     echo "check-pages: $f has no page: add it to the NAME line of its family's man/*.3.scd and an entry *$f*(...)"
     fail=1
 done
-echo "check-pages: $npub public functions, $(grep -vc '^!' "$tmp/named") page entries"
+table="$src/src/abi/settings.c"
+[ -f "$table" ] || { echo "check-pages: no $table"; exit 99; }
+sed -n 's/^ *{"\([A-Z][A-Z0-9_]*\)",.*/\1/p' "$table" > "$tmp/settings"
+while read -r v; do
+    if ! grep -q "\*$v\*" "$src/man/rig_settings.3.scd"; then
+        echo "check-pages: setting $v (src/abi/settings.c) is not in man/rig_settings.3.scd: add *$v* (default) to its SETTINGS"
+        fail=1
+    fi
+done < "$tmp/settings"
+nset=$(wc -l < "$tmp/settings")
+[ "$nset" -gt 0 ] || { echo "check-pages: no setting found in $table"; exit 99; }
+echo "check-pages: $npub public functions, $(grep -vc '^!' "$tmp/named") page entries, $nset settings"
 exit $fail
