@@ -136,6 +136,20 @@ RIG_API unsigned rig_count_copy(uint64_t c, size_t n);
  * the result would reach INT64_MAX. */
 RIG_API uint64_t rig_count_of(uint64_t run, size_t j, size_t n);
 
+/* The first count a carrier must carry when `ready` moved past `carried`
+ * (the last count it carried) in a direction of n >= 1 transfers: carried
+ * + 1, or, when more than two runs were readied at once, the first count
+ * of the last 2 * n.  Every count before it is followed, within the
+ * readied counts, by a count of the same transfer and the same copy (run
+ * + 2) that overwrites its bytes at the source and at the destination, so
+ * a carrier that carries from here up to ready in order moves the same
+ * bytes as one that carries every count -- and costs O(n) per wake, not
+ * O(runs readied): a jump of ready to INT64_MAX - 1 carries 2 * n
+ * transfers.  0 for invalid arguments (n == 0, ready <= carried or ready
+ * >= INT64_MAX).  Pure.  For providers. */
+RIG_API uint64_t rig_count_carry_from(uint64_t carried, uint64_t ready,
+                                      size_t n);
+
 /* Acquire load of the count at byte `at` (RIG_*_AT) of a counts area. */
 RIG_API uint64_t rig_count_load(const void *counts, size_t at);
 /* Raises the count at `at` to c with release order; never lowers it and

@@ -38,6 +38,19 @@ uint64_t rig_count_of(uint64_t run, size_t j, size_t n)
     return c < RIG_COUNT_FAILED ? c : 0;
 }
 
+uint64_t rig_count_carry_from(uint64_t carried, uint64_t ready, size_t n)
+{
+    if (n == 0 || ready <= carried || ready >= RIG_COUNT_FAILED) {
+        return 0;
+    }
+    /* Fewer than 2n counts readied (written so that 2n cannot overflow):
+     * none is overwritten.  Otherwise 2n <= ready - carried < 2^63. */
+    if ((ready - carried) / 2 < n) {
+        return carried + 1;
+    }
+    return ready - 2 * (uint64_t)n + 1;
+}
+
 static _Atomic uint64_t *count_at(const void *counts, size_t at)
 {
     return (_Atomic uint64_t *)((uintptr_t)counts + at);
