@@ -407,6 +407,151 @@ static void test_ready_semantics(void)
     T_EQ_U(atomic_load(&f.released), 1);
 }
 
+/* rig_end_stop returns only once every wake in flight is over, and no
+ * wake starts after it (issue 13.6: the provider's state goes next). */
+typedef struct {
+    _Alignas(128) uint8_t counts[RIG_COUNTS_BYTES];
+    atomic_int in_wake, wakes_after_stop, may_leave;
+    atomic_bool stopped;
+} slow;
+
+static void slow_wake(void *self, uint64_t c)
+{
+    slow *w = self;
+    (void)c;
+    if (atomic_load(&w->stopped)) {
+        atomic_fetch_add(&w->wakes_after_stop, 1);
+    }
+    atomic_fetch_add(&w->in_wake, 1);
+    while (!atomic_load(&w->may_leave)) {
+        usleep(100);
+    }
+    atomic_fetch_sub(&w->in_wake, 1);
+}
+
+typedef struct {
+    rig_end *e;
+    slow *w;
+    atomic_bool done;
+} stop_arg;
+
+static void *ready_once(void *p)
+{
+    stop_arg *a = p;
+    rig_end_ready(a->e, 1);
+    return NULL;
+}
+
+static void *stop_now(void *p)
+{
+    stop_arg *a = p;
+    rig_end_stop(a->e);
+    /* Nothing of the provider may run from here on. */
+    if (atomic_load(&a->w->in_wake) != 0) {
+        atomic_fetch_add(&a->w->wakes_after_stop, 100);
+    }
+    atomic_store(&a->w->stopped, true);
+    atomic_store(&a->done, true);
+    return NULL;
+}
+
+static void test_stop_waits_for_wake(void)
+{
+    slow w;
+    memset(&w, 0, sizeof(w));
+    rig_end_desc d = {
+        .counts = {w.counts, sizeof(w.counts)}, .wake = slow_wake, .self = &w};
+    rig_end *e = NULL;
+    char *err = NULL;
+    T_OK(rig_end_make(&d, &e, &err), err);
+    if (e == NULL) {
+        return;
+    }
+    stop_arg a = {e, &w, false};
+    pthread_t r, st;
+    pthread_create(&r, NULL, ready_once, &a);
+    while (atomic_load(&w.in_wake) == 0) {
+        usleep(100);
+    }
+    pthread_create(&st, NULL, stop_now, &a);
+    usleep(20000);
+    T_TRUE(!atomic_load(&a.done)); /* a wake is in flight: stop waits */
+    atomic_store(&w.may_leave, true);
+    pthread_join(r, NULL);
+    pthread_join(st, NULL);
+    T_TRUE(atomic_load(&a.done));
+    rig_end_ready(e, 2); /* stopped: advances the count, wakes nothing */
+    T_EQ_U(rig_end_ready_count(e), 2);
+    T_EQ_U(atomic_load(&w.wakes_after_stop), 0);
+    rig_end_release(e);
+}
+
+/* A failed count is never lowered (issue 13.5): 4 threads advance
+ * `arrived` and `sent` while a fifth fails the end; once rig_end_fail
+ * returned, every advance leaves the counts at RIG_COUNT_FAILED. */
+typedef struct {
+    rig_end *e;
+    atomic_bool failed;
+    atomic_int lowered;
+    pthread_barrier_t go;
+} race;
+
+typedef struct {
+    race *r;
+    int t;
+} race_arg;
+
+static void *advance_race(void *p)
+{
+    race_arg *a = p;
+    race *r = a->r;
+    void *counts = rig_end_counts(r->e).base;
+    pthread_barrier_wait(&r->go);
+    for (uint64_t c = (uint64_t)a->t + 1; c < 400000; c += 4) {
+        bool was_failed = atomic_load(&r->failed);
+        rig_count_advance(counts, RIG_ARRIVED_AT, c);
+        rig_count_advance(counts, RIG_SENT_AT, c);
+        if (was_failed && (rig_end_arrived(r->e) != RIG_COUNT_FAILED ||
+                           rig_end_sent(r->e) != RIG_COUNT_FAILED)) {
+            atomic_fetch_add(&r->lowered, 1);
+        }
+    }
+    return NULL;
+}
+
+static void *fail_race(void *p)
+{
+    race *r = ((race_arg *)p)->r;
+    pthread_barrier_wait(&r->go);
+    usleep(2000);
+    rig_end_fail(r->e);
+    atomic_store(&r->failed, true);
+    return NULL;
+}
+
+static void test_fail_stays(void)
+{
+    fake f;
+    memset(&f, 0, sizeof(f));
+    race r = {.e = fake_end(&f)};
+    pthread_barrier_init(&r.go, NULL, 5);
+    race_arg a[5];
+    pthread_t th[5];
+    for (int t = 0; t < 5; t++) {
+        a[t] = (race_arg){&r, t};
+        pthread_create(&th[t], NULL, t < 4 ? advance_race : fail_race, &a[t]);
+    }
+    for (int t = 0; t < 5; t++) {
+        pthread_join(th[t], NULL);
+    }
+    pthread_barrier_destroy(&r.go);
+    T_EQ_U(atomic_load(&r.lowered), 0);
+    T_EQ_U(rig_end_arrived(r.e), RIG_COUNT_FAILED);
+    T_EQ_U(rig_end_sent(r.e), RIG_COUNT_FAILED);
+    T_EQ_U(rig_end_ready_count(r.e), RIG_COUNT_FAILED);
+    rig_end_release(r.e);
+}
+
 /* ---- lifetimes ----------------------------------------------------------- */
 
 static void test_lifetime_pair(void)
@@ -872,6 +1017,8 @@ int main(void)
                 test_count_carry_from);
     CU_add_test(s, "end_make/rail_make arguments", test_end_make_args);
     CU_add_test(s, "ready, ready_fn, stop and fail", test_ready_semantics);
+    CU_add_test(s, "stop waits for wakes in flight", test_stop_waits_for_wake);
+    CU_add_test(s, "a failed count is never lowered", test_fail_stays);
     CU_add_test(s, "lifetime: rail and end keep each other",
                 test_lifetime_pair);
     CU_add_test(s, "lifetime: release once from 4 threads",

@@ -228,10 +228,23 @@ void rig_end_ready(rig_end *e, uint64_t c)
         RIG_COUNT_FAILED) {
         return;
     }
-    /* busy and live are both seq_cst, so rig_end_stop either sees this
-     * call in flight or this call sees the end stopped. */
-    atomic_fetch_add(&e->busy, 1);
-    if (atomic_load(&e->live)) {
+    /* The handshake with rig_end_stop is store-then-load on both sides:
+     * here busy++ then a load of live, there live = false then loads of
+     * busy.  All four are seq_cst, so they sit in one total order S,
+     * consistent with each object's modification order.  If the load of
+     * live here finds true, it precedes stop's store in S, so busy++ does
+     * too, and stop's first load of busy follows busy++ in S: it observes
+     * busy++ or a later modification (the older ones are all decrements
+     * that happen before busy++, since every write of busy is a
+     * read-modify-write continuing a release sequence).  So stop sees
+     * this call in flight and waits for the release decrement below,
+     * which its load (seq_cst, hence acquire) synchronises with: wake is
+     * over before the provider's state goes.  If the load finds false,
+     * wake is not called.  An acquire load in stop would not be in S and
+     * could miss busy++ while this load misses live = false (store
+     * buffering, allowed by C11 and by Arm's RCpc loads). */
+    atomic_fetch_add_explicit(&e->busy, 1, memory_order_seq_cst);
+    if (atomic_load_explicit(&e->live, memory_order_seq_cst)) {
         e->wake(e->self, c);
     }
     atomic_fetch_sub_explicit(&e->busy, 1, memory_order_release);
@@ -261,10 +274,11 @@ void rig_end_stop(rig_end *e)
     if (e == NULL) {
         return;
     }
-    atomic_store(&e->live, false);
+    /* seq_cst store, then seq_cst loads: see rig_end_ready. */
+    atomic_store_explicit(&e->live, false, memory_order_seq_cst);
     rig_live_remove(e);
     rig_backoff b = {0};
-    while (atomic_load_explicit(&e->busy, memory_order_acquire) != 0) {
+    while (atomic_load_explicit(&e->busy, memory_order_seq_cst) != 0) {
         rig_backoff_step(&b);
     }
 }
