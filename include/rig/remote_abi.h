@@ -188,10 +188,13 @@ RIG_API void rig_end_ready(rig_end *e, uint64_t c);
 /* The end's ready function (never NULL for a valid end); NULL for NULL. */
 RIG_API rig_ready_fn rig_end_ready_fn(const rig_end *e);
 
-/* Waits until arrived (resp. sent) >= c: spins, then yields the core, then
- * sleeps briefly, so an oversubscribed node is not starved.  Returns true
- * when reached, false once the count is RIG_COUNT_FAILED (the job failed) or
- * for a NULL end.  Any thread. */
+/* Waits until arrived (resp. sent) >= c, polling as the process's wait
+ * mode says (spin, yield the core, or sleep in the kernel: rig/wait.h,
+ * RIG_WAIT), so an oversubscribed node is not starved.  Returns true when
+ * reached, false once the count is RIG_COUNT_FAILED (the job failed), and
+ * at once for a NULL end or c >= INT64_MAX (logged once).
+ * rig_end_test_arrived and rig_end_test_sent (rig/wait.h) tell these
+ * apart without waiting.  Any thread. */
 RIG_API bool rig_end_wait_arrived(const rig_end *e, uint64_t c);
 RIG_API bool rig_end_wait_sent(const rig_end *e, uint64_t c);
 /* As above with a limit: also false (and *timed_out true) after timeout_ms
@@ -386,5 +389,8 @@ RIG_API const char *rig_version(void);
 #ifdef __cplusplus
 }
 #endif
+
+/* Tests, waits over several ends, the wait mode and the run helpers. */
+#include <rig/wait.h>
 
 #endif
