@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* Unit tests of rig/wait.h: wait modes and how they are decided, tests,
  * waits over several ends (with failure mid-wait and bad input), sleeping
- * waits and how late they notice. */
+ * waits and how late they notice, and the run helpers (symmetric and
+ * acknowledged exchanges over the loopback provider). */
 #include "config.h"
 
 #include "rig/remote_abi.h"
@@ -402,6 +403,270 @@ static void test_goals_fail(void)
     set_mode(RIG_WAIT_AUTO);
 }
 
+/* ---- the run helpers ----------------------------------------------------- */
+
+static uint8_t byte_of(uint64_t run, size_t j, size_t i)
+{
+    return (uint8_t)(run * 37u + j * 11u + i * 3u + 1u);
+}
+
+/* Transfers of a halo-like rail: 3 transfers of 40, 8 and 100 bytes. */
+static const rig_transfer halo[3] = {{0, 200, 40}, {40, 0, 8}, {48, 48, 100}};
+
+typedef struct {
+    rig_end *e;
+    uint64_t runs;
+    int side;
+    unsigned bad;
+    rig_reach last;
+} loop_arg;
+
+/* One rank of a symmetric exchange, written with the helpers only. */
+static void *exchange(void *p)
+{
+    loop_arg *a = p;
+    rig_runs s = {.end = a->e, .nsend = 3, .nreceive = 3};
+    for (uint64_t r = 0; r < a->runs; r++) {
+        rig_area out, in;
+        if ((a->last = rig_run_outbound(&s, r, &out)) != RIG_REACHED) {
+            return NULL;
+        }
+        for (size_t j = 0; j < 3; j++) {
+            for (int64_t i = 0; i < halo[j].length; i++) {
+                out.base[halo[j].src + i] =
+                    byte_of(r * 2 + (uint64_t)a->side, j, (size_t)i);
+            }
+        }
+        if ((a->last = rig_run_ready(&s, r)) != RIG_REACHED ||
+            (a->last = rig_run_inbound(&s, r, &in)) != RIG_REACHED) {
+            return NULL;
+        }
+        for (size_t j = 0; j < 3; j++) {
+            for (int64_t i = 0; i < halo[j].length; i++) {
+                a->bad +=
+                    in.base[halo[j].dst + i] !=
+                    byte_of(r * 2 + (uint64_t)(1 - a->side), j, (size_t)i);
+            }
+        }
+    }
+    return NULL;
+}
+
+static void test_runs_symmetric(void)
+{
+    rig_rail *ra = NULL, *rb = NULL;
+    char *err = NULL;
+    T_OK(rig_loopback_make(1, halo, 3, halo, 3, &ra, &rb, &err), err);
+    if (ra == NULL) {
+        return;
+    }
+    loop_arg a = {rig_rail_local(ra), 3000, 0, 0, RIG_NOT_YET};
+    loop_arg b = {rig_rail_local(rb), 3000, 1, 0, RIG_NOT_YET};
+    pthread_t th;
+    pthread_create(&th, NULL, exchange, &b);
+    exchange(&a);
+    pthread_join(th, NULL);
+    T_EQ_U(a.last, RIG_REACHED);
+    T_EQ_U(b.last, RIG_REACHED);
+    T_EQ_U(a.bad + b.bad, 0);
+    T_EQ_U(rig_end_arrived(rig_rail_local(ra)), 3000 * 3);
+    rig_rail_release(ra);
+    rig_rail_release(rb);
+}
+
+/* A producer faster than its consumer: data one way (2 transfers a run),
+ * acknowledgements the other (1 transfer a run). */
+static const rig_transfer data_list[2] = {{0, 0, 64}, {64, 64, 64}};
+static const rig_transfer ack_list[1] = {{0, 0, 1}};
+
+typedef struct {
+    rig_end *e;
+    uint64_t from, runs; /* runs from..runs - 1 */
+    bool acked;
+    unsigned overwritten, bad;
+    rig_reach last;
+} pc_arg;
+
+static void *produce(void *p)
+{
+    pc_arg *a = p;
+    rig_runs s = {.end = a->e, .nsend = 2, .nreceive = 1, .acked = a->acked};
+    for (uint64_t r = a->from; r < a->runs; r++) {
+        rig_area out;
+        if ((a->last = rig_run_outbound(&s, r, &out)) != RIG_REACHED) {
+            return NULL;
+        }
+        for (size_t i = 0; i < 128; i++) {
+            out.base[i] = byte_of(r, 0, i);
+        }
+        if ((a->last = rig_run_ready(&s, r)) != RIG_REACHED) {
+            return NULL;
+        }
+    }
+    return NULL;
+}
+
+/* Reads each run slowly (twice, with pauses between) and acknowledges. */
+static void *consume(void *p)
+{
+    pc_arg *a = p;
+    rig_runs s = {.end = a->e, .nsend = 1, .nreceive = 2};
+    for (uint64_t r = a->from; r < a->runs; r++) {
+        rig_area in;
+        if ((a->last = rig_run_inbound(&s, r, &in)) != RIG_REACHED) {
+            return NULL;
+        }
+        for (int pass = 0; pass < 2; pass++) {
+            for (size_t i = 0; i < 128; i++) {
+                if (in.base[i] != byte_of(r, 0, i)) {
+                    if (pass == 0) {
+                        a->bad++; /* wrong on arrival: a rail bug */
+                    } else {
+                        a->overwritten++;
+                    }
+                    break;
+                }
+            }
+            if (pass == 0 && r % 7 == 0) {
+                usleep(2000); /* slower than the producer */
+            }
+        }
+        if (a->acked && (a->last = rig_run_done(&s, r)) != RIG_REACHED) {
+            return NULL;
+        }
+    }
+    return NULL;
+}
+
+static void test_runs_acked(void)
+{
+    char *err = NULL;
+    /* Without acknowledgements the hazard is real: a producer three runs
+     * ahead lands run 2 in the copy the consumer still reads for run 0. */
+    {
+        rig_rail *rp = NULL, *rc = NULL;
+        T_OK(rig_loopback_make(2, data_list, 2, ack_list, 1, &rp, &rc, &err),
+             err);
+        if (rp == NULL) {
+            return;
+        }
+        rig_runs c = {.end = rig_rail_local(rc), .nsend = 1, .nreceive = 2};
+        pc_arg prod = {rig_rail_local(rp), 0, 1, false, 0, 0, RIG_NOT_YET};
+        rig_area in;
+        produce(&prod); /* run 0 */
+        T_EQ_U(rig_run_inbound(&c, 0, &in), RIG_REACHED);
+        T_TRUE(in.base[0] == byte_of(0, 0, 0));
+        prod.from = 1;
+        prod.runs = 3;
+        produce(&prod); /* runs 1 and 2, while run 0 is being read */
+        T_EQ_U(prod.last, RIG_REACHED);
+        T_TRUE(in.base[0] == byte_of(2, 0, 0)); /* run 0's copy: run 2 */
+        rig_rail_release(rp);
+        rig_rail_release(rc);
+    }
+    /* With them, 1,000 runs of a producer that runs two runs ahead at
+     * most: nothing overwritten while read. */
+    rig_rail *rp = NULL, *rc = NULL;
+    T_OK(rig_loopback_make(3, data_list, 2, ack_list, 1, &rp, &rc, &err), err);
+    if (rp == NULL) {
+        return;
+    }
+    pc_arg prod = {rig_rail_local(rp), 0, 1000, true, 0, 0, RIG_NOT_YET};
+    pc_arg cons = {rig_rail_local(rc), 0, 1000, true, 0, 0, RIG_NOT_YET};
+    pthread_t th;
+    pthread_create(&th, NULL, produce, &prod);
+    consume(&cons);
+    pthread_join(th, NULL);
+    T_EQ_U(prod.last, RIG_REACHED);
+    T_EQ_U(cons.last, RIG_REACHED);
+    T_EQ_U(cons.bad, 0);
+    T_EQ_U(cons.overwritten, 0);
+    rig_rail_release(rp);
+    rig_rail_release(rc);
+}
+
+/* A failure while a helper waits ends it with RIG_FAILED; a limit with
+ * RIG_NOT_YET. */
+static void test_runs_fail(void)
+{
+    rig_rail *ra = NULL, *rb = NULL;
+    char *err = NULL;
+    T_OK(rig_loopback_make(4, data_list, 2, ack_list, 1, &ra, &rb, &err), err);
+    if (ra == NULL) {
+        return;
+    }
+    rig_end *a = rig_rail_local(ra), *b = rig_rail_local(rb);
+    rig_runs p = {
+        .end = a, .nsend = 2, .nreceive = 1, .acked = true, .limit_ms = 30};
+    rig_runs c = {.end = b, .nsend = 1, .nreceive = 2};
+    rig_area copy;
+    T_EQ_U(rig_run_outbound(&p, 0, &copy), RIG_REACHED);
+    T_TRUE(copy.base == rig_end_outbound(a).base);
+    T_EQ_U(rig_run_ready(&p, 0), RIG_REACHED);
+    T_EQ_U(rig_run_ready(&p, 1), RIG_REACHED);
+    /* Run 2 waits for run 0's acknowledgement: none within the limit. */
+    T_EQ_U(rig_run_ready(&p, 2), RIG_NOT_YET);
+    T_EQ_U(rig_end_ready_count(a), 4); /* nothing signalled */
+    T_EQ_U(rig_run_inbound(&c, 1, &copy), RIG_REACHED);
+    T_TRUE(copy.base == rig_area_copy(rig_end_inbound(b), 1).base);
+    T_EQ_U(rig_run_done(&c, 0), RIG_REACHED);
+    T_EQ_U(rig_run_ready(&p, 2), RIG_REACHED);
+    /* The consumer waits for run 3; the job fails meanwhile. */
+    c.limit_ms = 0;
+    raiser r = {b, 0, 0, BY_FAIL, 20000, 0};
+    pthread_t th;
+    pthread_create(&th, NULL, raise_later, &r);
+    T_TRUE(rig_run_inbound(&c, 3, &copy) == RIG_FAILED);
+    pthread_join(th, NULL);
+    T_TRUE(rig_run_done(&c, 3) == RIG_FAILED);
+    rig_end_fail(a);
+    T_TRUE(rig_run_outbound(&p, 5, &copy) == RIG_FAILED);
+    T_TRUE(rig_run_ready(&p, 1) == RIG_FAILED);
+    rig_rail_release(ra);
+    rig_rail_release(rb);
+}
+
+static void test_runs_bad(void)
+{
+    rig_rail *ra = NULL, *rb = NULL;
+    char *err = NULL;
+    T_OK(rig_loopback_make(5, data_list, 2, NULL, 0, &ra, &rb, &err), err);
+    if (ra == NULL) {
+        return;
+    }
+    rig_end *a = rig_rail_local(ra), *b = rig_rail_local(rb);
+    rig_area copy = {NULL, 0};
+    rig_runs p = {.end = a, .nsend = 2};
+    T_TRUE(rig_run_outbound(NULL, 0, &copy) == RIG_INVALID);
+    T_TRUE(rig_run_outbound(&p, 0, NULL) == RIG_INVALID);
+    T_TRUE(rig_run_ready(NULL, 0) == RIG_INVALID);
+    T_TRUE(rig_run_inbound(NULL, 0, &copy) == RIG_INVALID);
+    T_TRUE(rig_run_done(NULL, 0) == RIG_INVALID);
+    /* Runs whose counts reach INT64_MAX. */
+    T_TRUE(rig_run_outbound(&p, UINT64_MAX / 4, &copy) == RIG_INVALID);
+    T_TRUE(rig_run_ready(&p, (uint64_t)INT64_MAX / 2) == RIG_INVALID);
+    /* a receives nothing, b sends nothing. */
+    T_TRUE(rig_run_inbound(&p, 0, &copy) == RIG_INVALID);
+    p.nreceive = 2;
+    T_TRUE(rig_run_inbound(&p, 0, &copy) == RIG_INVALID);
+    p.acked = true;
+    p.nreceive = 0;
+    T_TRUE(rig_run_ready(&p, 2) == RIG_INVALID);
+    rig_runs c = {.end = b, .nsend = 1, .nreceive = 2};
+    T_TRUE(rig_run_outbound(&c, 0, &copy) == RIG_INVALID);
+    T_TRUE(rig_run_ready(&c, 0) == RIG_INVALID);
+    T_TRUE(rig_run_done(&c, 0) == RIG_INVALID);
+    /* The receive list the provider gave: 2 transfers a run, not 3. */
+    c.nreceive = 3;
+    T_TRUE(rig_run_inbound(&c, 0, &copy) == RIG_INVALID);
+    rig_runs none = {.end = NULL, .nsend = 1, .nreceive = 1};
+    T_TRUE(rig_run_inbound(&none, 0, &copy) == RIG_INVALID);
+    T_TRUE(copy.base == NULL); /* never set on refusal */
+    T_EQ_U(rig_end_ready_count(a), 0);
+    rig_rail_release(ra);
+    rig_rail_release(rb);
+}
+
 int main(void)
 {
     if (CU_initialize_registry() != CUE_SUCCESS) {
@@ -415,6 +680,11 @@ int main(void)
     CU_add_test(s, "goals: bad input refused first", test_goals_bad);
     CU_add_test(s, "goals: all and any, tests and limits", test_goals);
     CU_add_test(s, "goals: failure mid-wait in every mode", test_goals_fail);
+    CU_add_test(s, "runs: a symmetric exchange over the helpers",
+                test_runs_symmetric);
+    CU_add_test(s, "runs: a fast producer, acknowledged runs", test_runs_acked);
+    CU_add_test(s, "runs: limits and failure mid-wait", test_runs_fail);
+    CU_add_test(s, "runs: bad input", test_runs_bad);
     /* Last: it leaves the node marked oversubscribed for good. */
     CU_add_test(s, "modes: set, environment, launcher, job layer", test_modes);
     return t_run_registry();

@@ -1,13 +1,14 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* rig/wait.h: how waits share the CPU, and tests and waits over several
- * ends.
+/* rig/wait.h: how waits share the CPU, tests and waits over several ends,
+ * and the run loop of a rail without count arithmetic.
  *
  * Concepts.
  *
- * *Wait modes.*  A wait (rig_end_wait_*, rig_wait_all/any) polls a count
- * until it is reached.  How it polls is the process's *wait mode*, one for
- * the whole process because it follows from where the process runs (how
- * many ranks share its cores), not from a rail:
+ * *Wait modes.*  A wait (rig_end_wait_*, rig_wait_all/any, the run
+ * helpers) polls a count until it is reached.  How it polls is the
+ * process's *wait mode*, one for the whole process because it follows from
+ * where the process runs (how many ranks share its cores), not from a
+ * rail:
  *   spin   polls with a pause instruction and never gives the core away:
  *          the lowest latency, for ranks on cores of their own;
  *   yield  gives the core away (sched_yield) between polls from the
@@ -48,8 +49,43 @@
  * reached, rig_wait_any until one is; both end at once when a goal's end
  * failed.  Ends of several rails, and of several jobs, may be mixed.
  *
- * Threads: every function here may be called from any thread.  No function here
- * allocates or calls MPI. */
+ * *Runs.*  Runs count from 0.  Run r of a direction of n transfers is
+ * counts r * n + 1 .. (r + 1) * n and uses copy r % 2 of each landing
+ * area.  The run helpers do that arithmetic, given the transfers per run
+ * of each direction (rig_runs):
+ *   sender:   rig_run_outbound(s, r, &out)  -- waits until copy r % 2 of
+ *             the outbound may be written (`sent` covers run r - 2) and
+ *             hands it over; write it; rig_run_ready(s, r) signals run r;
+ *   receiver: rig_run_inbound(s, r, &in)    -- waits until run r arrived
+ *             and hands over copy r % 2 of the inbound; read it.
+ * The outbound copy may be written from rig_run_outbound's return until
+ * rig_run_ready; not after (the rail may be reading it).
+ *
+ * *When an inbound copy may be overwritten.*  Run r + 2 lands in the
+ * inbound copy of run r, and it may land as soon as the sender signals
+ * run r + 2 (the spec: "A transfer may land in an inbound copy that work
+ * still reads.  The caller must order it").  So the receiver must be done
+ * reading run r before the sender signals run r + 2.  Two patterns
+ * guarantee it:
+ *   - A symmetric exchange (a halo exchange: both ranks send and receive
+ *     every run): each rank reads run r of its inbound before it signals
+ *     its own run r + 1.  A sender signals run r + 2 only after run r + 1
+ *     arrived from its peer, which the peer signalled after reading run
+ *     r.  The usual loop keeps it: outbound, write, ready, inbound, read,
+ *     next run.  It breaks if a rank signals run r + 1 before it has read
+ *     run r (say, to overlap the next send with reading).
+ *   - An acknowledged rail (asymmetric exchanges: a producer faster than
+ *     its consumer, or reads that outlast the next signal): the receiver
+ *     sends one transfer per run back on the same rail (its send list is
+ *     one transfer of at least 1 byte; the bytes are not read) and calls
+ *     rig_run_done(s, r) once it is done reading run r; the sender sets
+ *     `acked`, and rig_run_ready(s, r) then first waits until run r - 2
+ *     was acknowledged.  The producer may run two runs ahead of the
+ *     consumer, never more.  A rail carrying data both ways uses a second
+ *     rail for acknowledgements.
+ *
+ * Threads: every function here may be called from any thread; a rig_runs
+ * is read-only to them.  No function here allocates or calls MPI. */
 #ifndef RIG_WAIT_H
 #define RIG_WAIT_H
 
@@ -158,6 +194,53 @@ RIG_API rig_reach rig_wait_all(const rig_goal *g, size_t n, size_t *which);
 RIG_API rig_reach rig_wait_any_for(const rig_goal *g, size_t n,
                                    uint32_t timeout_ms, size_t *which);
 RIG_API rig_reach rig_wait_any(const rig_goal *g, size_t n, size_t *which);
+
+/* ---- the run loop ---------------------------------------------------------
+ */
+
+/* One end's runs: the transfers per run of each direction, as its rail
+ * was made (nsend: this end's send list; nreceive: its receive list).
+ * Fill it with a designated initializer; the helpers only read it. */
+typedef struct {
+    rig_end *end;
+    size_t nsend;      /* transfers this end sends per run; 0: none */
+    size_t nreceive;   /* transfers it receives per run; 0: none */
+    bool acked;        /* sender: wait for acknowledgements (see above) */
+    uint32_t limit_ms; /* each wait's time limit; 0: none */
+} rig_runs;
+
+/* Sender: waits until copy r % 2 of the outbound may be written (`sent`
+ * reached r - 1 runs' counts, for r >= 2) and sets *copy to it.
+ * RIG_NOT_YET when limit_ms passed, RIG_FAILED when the job failed,
+ * RIG_INVALID for NULL arguments, nsend == 0, an end that sends nothing,
+ * or a run whose counts reach INT64_MAX.  *copy is set only on
+ * RIG_REACHED. */
+RIG_API rig_reach rig_run_outbound(const rig_runs *s, uint64_t r,
+                                   rig_area *copy);
+
+/* Sender: signals run r, rig_end_ready(end, (r + 1) * nsend), once its
+ * outbound copy is written.  With acked, for r >= 2, it first waits until
+ * the receiver acknowledged run r - 2 (rig_run_done), so that run r never
+ * lands in an inbound copy the receiver still reads (RIG_NOT_YET and
+ * RIG_FAILED as rig_run_outbound; nothing signalled then).  RIG_REACHED
+ * once signalled; RIG_INVALID as rig_run_outbound, and with acked for
+ * nreceive == 0. */
+RIG_API rig_reach rig_run_ready(const rig_runs *s, uint64_t r);
+
+/* Receiver: waits until run r arrived (arrived reached (r + 1) *
+ * nreceive) and sets *copy to copy r % 2 of the inbound, which holds it
+ * until the sender signals run r + 2 (see "When an inbound copy may be
+ * overwritten").  Outcomes as rig_run_outbound, RIG_INVALID for nreceive
+ * == 0, an end that receives nothing, or nreceive differing from the
+ * receive list the provider gave. */
+RIG_API rig_reach rig_run_inbound(const rig_runs *s, uint64_t r,
+                                  rig_area *copy);
+
+/* Receiver of an acknowledged rail: done reading run r; signals the ack,
+ * run r of this end's send direction (its bytes are not read).  Never
+ * waits.  RIG_REACHED; RIG_INVALID for NULL, nsend == 0 or an overflowing
+ * run; RIG_FAILED when the job failed. */
+RIG_API rig_reach rig_run_done(const rig_runs *s, uint64_t r);
 
 #ifdef __cplusplus
 }

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* Waits: the process's wait mode, sleeping and waking, tests, waits for one
- * count or several (rig/wait.h). */
+ * count or several, and the run helpers (rig/wait.h). */
 #include "abi_internal.h"
 #include "rig/wait.h"
 #include "util_internal.h"
@@ -639,4 +639,141 @@ rig_reach rig_wait_any_for(const rig_goal *g, size_t n, uint32_t timeout_ms,
 rig_reach rig_wait_any(const rig_goal *g, size_t n, size_t *which)
 {
     return rig_wait_any_for(g, n, RIG_FOREVER, which);
+}
+
+/* ---- the run helpers -------------------------------------------------------
+ */
+
+static int runs_bad_logged;
+
+static rig_reach runs_invalid(const char *fn, const rig_runs *s, uint64_t r,
+                              const char *what)
+{
+    rig_log_once(&runs_bad_logged, RIG_LOG_WARN,
+                 "%s(%p, run %llu) was refused: %s", fn, (const void *)s,
+                 (unsigned long long)r, what);
+    return RIG_INVALID;
+}
+
+/* The count of the last transfer of run r of n per run; 0 if it would
+ * reach INT64_MAX. */
+static uint64_t run_last(uint64_t r, size_t n)
+{
+    return rig_count_of(r, n - 1, n);
+}
+
+static uint32_t runs_limit(const rig_runs *s)
+{
+    return s->limit_ms == 0 ? RIG_FOREVER : s->limit_ms;
+}
+
+rig_reach rig_run_outbound(const rig_runs *s, uint64_t r, rig_area *copy)
+{
+    static const char fn[] = "rig_run_outbound";
+    if (s == NULL || s->end == NULL || copy == NULL) {
+        return runs_invalid(fn, s, r,
+                            "the runs, their end and copy must "
+                            "not be NULL");
+    }
+    if (s->nsend == 0 || s->end->outbound.len == 0) {
+        return runs_invalid(fn, s, r, "the end sends nothing");
+    }
+    if (run_last(r, s->nsend) == 0) {
+        return runs_invalid(fn, s, r, "the run's counts reach INT64_MAX");
+    }
+    /* Copy r % 2 was last read by the rail for run r - 2. */
+    uint64_t need = r >= 2 ? run_last(r - 2, s->nsend) : 0;
+    rig_reach got = wait_one(s->end, RIG_SENT_AT, need, runs_limit(s));
+    if (got == RIG_REACHED) {
+        *copy = rig_area_copy(s->end->outbound, (unsigned)(r % 2));
+    }
+    return got;
+}
+
+/* Signals count c of a send direction, unless the job failed. */
+static rig_reach signal_count(rig_end *e, uint64_t c)
+{
+    if (rig_end_ready_count(e) == RIG_COUNT_FAILED) {
+        return RIG_FAILED;
+    }
+    rig_end_ready(e, c);
+    return rig_end_ready_count(e) == RIG_COUNT_FAILED ? RIG_FAILED
+                                                      : RIG_REACHED;
+}
+
+rig_reach rig_run_ready(const rig_runs *s, uint64_t r)
+{
+    static const char fn[] = "rig_run_ready";
+    if (s == NULL || s->end == NULL) {
+        return runs_invalid(fn, s, r,
+                            "the runs and their end must not be "
+                            "NULL");
+    }
+    if (s->nsend == 0 || s->end->outbound.len == 0) {
+        return runs_invalid(fn, s, r, "the end sends nothing");
+    }
+    uint64_t last = run_last(r, s->nsend);
+    if (last == 0) {
+        return runs_invalid(fn, s, r, "the run's counts reach INT64_MAX");
+    }
+    if (s->acked && s->nreceive == 0) {
+        return runs_invalid(fn, s, r,
+                            "acked, but the end receives no acknowledgements "
+                            "(nreceive 0)");
+    }
+    if (s->acked && r >= 2) {
+        /* Run r lands where run r - 2 is read: its ack first. */
+        rig_reach got = wait_one(s->end, RIG_ARRIVED_AT,
+                                 run_last(r - 2, s->nreceive), runs_limit(s));
+        if (got != RIG_REACHED) {
+            return got;
+        }
+    }
+    return signal_count(s->end, last);
+}
+
+rig_reach rig_run_inbound(const rig_runs *s, uint64_t r, rig_area *copy)
+{
+    static const char fn[] = "rig_run_inbound";
+    if (s == NULL || s->end == NULL || copy == NULL) {
+        return runs_invalid(fn, s, r,
+                            "the runs, their end and copy must "
+                            "not be NULL");
+    }
+    if (s->nreceive == 0 || s->end->inbound.len == 0) {
+        return runs_invalid(fn, s, r, "the end receives nothing");
+    }
+    if (s->end->nland != 0 && s->end->nland != s->nreceive) {
+        return runs_invalid(fn, s, r,
+                            "nreceive differs from the end's receive list");
+    }
+    uint64_t last = run_last(r, s->nreceive);
+    if (last == 0) {
+        return runs_invalid(fn, s, r, "the run's counts reach INT64_MAX");
+    }
+    rig_reach got = wait_one(s->end, RIG_ARRIVED_AT, last, runs_limit(s));
+    if (got == RIG_REACHED) {
+        *copy = rig_area_copy(s->end->inbound, (unsigned)(r % 2));
+    }
+    return got;
+}
+
+rig_reach rig_run_done(const rig_runs *s, uint64_t r)
+{
+    static const char fn[] = "rig_run_done";
+    if (s == NULL || s->end == NULL) {
+        return runs_invalid(fn, s, r,
+                            "the runs and their end must not be "
+                            "NULL");
+    }
+    if (s->nsend == 0 || s->end->outbound.len == 0) {
+        return runs_invalid(fn, s, r,
+                            "the end sends nothing (acknowledgements are "
+                            "its send direction)");
+    }
+    uint64_t last = run_last(r, s->nsend);
+    if (last == 0) {
+        return runs_invalid(fn, s, r, "the run's counts reach INT64_MAX");
+    }
+    return signal_count(s->end, last);
 }
