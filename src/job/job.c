@@ -23,6 +23,7 @@
 
 #include <limits.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -183,6 +184,72 @@ static bool hosts_make(rig_job *job, char **err)
         h->host.impl = h;
     }
     free(all);
+    return true;
+}
+
+/* Tells the waits (rig/wait.h) how many ranks of the job share this
+ * kernel's CPUs and how many PUs their bindings cover together, so that
+ * RIG_WAIT=auto yields on an oversubscribed node whatever the launcher
+ * says.  Ranks on one kernel (the boot id, rig_node_key's first field)
+ * share its CPUs, whatever their host names or namespaces; a binding is
+ * the sched_getaffinity mask, which is hwloc's cpubind on Linux (the first
+ * 1,024 PUs: beyond them each rank counts its own). */
+typedef struct {
+    uint64_t kernel; /* FNV-1a of the boot id */
+    uint64_t pus;
+    uint64_t mask[16];
+} cpu_share;
+
+static bool wait_hint(rig_job *job, char **err)
+{
+    cpu_share me = {.kernel = 0xcbf29ce484222325ull};
+    char key[128];
+    rig_node_key(key, sizeof(key));
+    for (const char *c = key; *c != '\0' && *c != '/'; c++) {
+        me.kernel = (me.kernel ^ (uint8_t)*c) * 0x100000001b3ull;
+    }
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    if (sched_getaffinity(0, sizeof(set), &set) == 0) {
+        me.pus = (uint64_t)CPU_COUNT(&set);
+        for (int i = 0; i < 16 * 64 && i < CPU_SETSIZE; i++) {
+            if (CPU_ISSET(i, &set)) {
+                me.mask[i / 64] |= 1ull << (i % 64);
+            }
+        }
+    }
+    cpu_share *all = calloc((size_t)job->size, sizeof(*all));
+    if (all == NULL) {
+        return rig_err(err, "nomem: CPU shares of %d ranks", job->size);
+    }
+    int rc = MPI_Allgather(&me, (int)sizeof(me), MPI_BYTE, all, (int)sizeof(me),
+                           MPI_BYTE, job->comm);
+    if (rc != MPI_SUCCESS) {
+        free(all);
+        return mpi_fail(err, rc, "MPI_Allgather");
+    }
+    int local = 0;
+    uint64_t pus = 0, beyond = 0, mask[16] = {0};
+    for (int r = 0; r < job->size; r++) {
+        if (all[r].kernel != me.kernel) {
+            continue;
+        }
+        local++;
+        uint64_t listed = 0;
+        for (int w = 0; w < 16; w++) {
+            mask[w] |= all[r].mask[w];
+            listed += (uint64_t)__builtin_popcountll(all[r].mask[w]);
+        }
+        beyond += all[r].pus > listed ? all[r].pus - listed : 0;
+    }
+    for (int w = 0; w < 16; w++) {
+        pus += (uint64_t)__builtin_popcountll(mask[w]);
+    }
+    free(all);
+    pus += beyond;
+    if (pus > 0) {
+        rig_wait_node(local, pus > INT_MAX ? INT_MAX : (int)pus);
+    }
     return true;
 }
 
@@ -418,6 +485,9 @@ bool rig_job_open(MPI_Comm comm, const rig_job_options *opt, rig_job **out,
     }
     if (ok) {
         ok = hosts_make(job, err);
+    }
+    if (ok) {
+        ok = wait_hint(job, err);
     }
     if (ok && !set.mpi) {
         ok = watch_peers(job, err);
