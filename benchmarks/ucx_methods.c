@@ -197,10 +197,10 @@ typedef struct {
 
 static size_t ucx_slots(size_t size, size_t n)
 {
-    size_t k = 2 * n;
+    size_t k = (size_t)bench_copies * n;
     size_t cap = size == 0 ? k : BUF_CAP / size;
-    if (cap < 2) {
-        cap = 2;
+    if (cap < 1) {
+        cap = 1;
     }
     return k < cap ? k : cap;
 }
