@@ -105,8 +105,11 @@ run ready
 run_as latency1 "${mpi[@]}" "$bin/rig_osu_latency" -b mpi -B 1 -r 5 "${quick[@]}"
 run_as bw1 "${mpi[@]}" "$bin/rig_osu_bw" -b mpi -B 1 "${quick[@]}"
 if [ -n "$osu_lat" ]; then
-    run_as osu_latency "${mpi[@]}" "$osu_lat" -m 1:4194304
-    run_as osu_bw "${mpi[@]}" "$osu_bw" -m 1:4194304
+    # Three runs each, interleaved: the results take the median per size.
+    for k in 1 2 3; do
+        run_as osu_latency.$k "${mpi[@]}" "$osu_lat" -m 1:4194304 "${quick[@]}"
+        run_as osu_bw.$k "${mpi[@]}" "$osu_bw" -m 1:4194304 "${quick[@]}"
+    done
 fi
 # The application: 2 ranks one per core, 4 ranks on the same 2 cores.
 run_as stencil2 "${mpi[@]}" "$bin/rig_stencil" "${squick[@]}"
@@ -208,8 +211,14 @@ r_rails=$(ratio "$rails1024" "$rails1")
 
 # ---- OSU beside the mpi column ---------------------------------------------
 
-# osu FILE KEY: OSU's value in the row KEY of its one table.
-osu() { awk -v key="$2" '$1 !~ /^#/ && $1 == key { print $2; exit }' "$1"; }
+# osu NAME KEY: the median of OSU's values in the row KEY of its three
+# runs' tables ($tmp/NAME.1.txt ...).
+osu() {
+    local f
+    for f in "$tmp/$1".[123].txt; do
+        awk -v key="$2" '$1 !~ /^#/ && $1 == key { print $2; exit }' "$f"
+    done | sort -g | awk '{ v[NR] = $1 } END { if (NR) print v[int((NR + 1) / 2)] }'
+}
 # agree A B: "agrees" when within 10% of each other, else by how much.
 agree() { awk -v a="$1" -v b="$2" 'BEGIN {
     if (a == "" || b == "" || a <= 0 || b <= 0) { print "-"; exit }
@@ -220,13 +229,13 @@ osu_rows_lat=""
 osu_rows_bw=""
 if [ -n "$osu_lat" ]; then
     for s in 8 64 512 4096 65536 1048576 4194304; do
-        o=$(osu "$tmp/osu_latency.txt" $s)
+        o=$(osu osu_latency $s)
         m1=$(value "$tmp/latency1.txt" 1 $s mpi)
         m2=$(value "$tmp/latency.txt" 1 $s mpi)
         osu_rows_lat+="| $s | $o | $m1 | $(agree "$m1" "$o") | $m2 |"$'\n'
     done
     for s in 64 512 4096 65536 1048576 4194304; do
-        o=$(osu "$tmp/osu_bw.txt" $s)
+        o=$(osu osu_bw $s)
         m1=$(value "$tmp/bw1.txt" 1 $s mpi)
         m2=$(value "$tmp/bw.txt" 1 $s mpi)
         osu_rows_bw+="| $s | $o | $m1 | $(agree "$m1" "$o") | $m2 |"$'\n'
@@ -399,11 +408,12 @@ plot "$tmp/stencil4.dat" "$results/$name-stencil4.png" \
     echo "## OSU Micro-Benchmarks beside the mpi column"
     echo
     if [ -n "$osu_lat" ]; then
-        echo "OSU's \`osu_latency\` and \`osu_bw\` ($(sed -n 's/^# OSU MPI Latency Test /OSU /p' "$tmp/osu_latency.txt" | head -n1), \`$osu_lat\`)"
-        echo "on the same \`mpirun\` line, beside this suite's \`mpi\` method"
-        echo "with OSU's footprint (\`-B 1\`: one buffer each way) and with a"
-        echo "rail's (2 copies, the tables above); agreement within 10% expected"
-        echo "for the first."
+        echo "OSU's \`osu_latency\` and \`osu_bw\` ($(sed -n 's/^# OSU MPI Latency Test /OSU /p' "$tmp/osu_latency.1.txt" | head -n1), \`$osu_lat\`)"
+        echo "on the same \`mpirun\` line (the median of 3 runs), beside this"
+        echo "suite's \`mpi\` method with OSU's footprint (\`-B 1\`: one buffer"
+        echo "each way, the median of 5 rounds for latency) and with a rail's (2"
+        echo "copies, the tables above); agreement within 10% expected for the"
+        echo "first."
         echo
         echo "| size | osu_latency (us) | mpi -B 1 (us) | agreement | mpi, 2 copies (us) |"
         echo "|---|---|---|---|---|"
@@ -426,13 +436,13 @@ plot "$tmp/stencil4.dat" "$results/$name-stencil4.png" \
     echo
     echo "## Tables (OSU Micro-Benchmarks 7 format)"
     for b in latency bw bibw mr multi ready latency1 bw1 stencil2 stencil4 \
-        osu_latency osu_bw; do
+        osu_latency.1 osu_bw.1; do
         [ -s "$tmp/$b.txt" ] || continue
         echo
         case $b in
         latency1 | bw1) echo "### rig_osu_${b%1} -b mpi -B 1 (OSU's footprint)" ;;
         stencil2 | stencil4) echo "### rig_stencil, ${b#stencil} ranks" ;;
-        osu_*) echo "### $b (OSU Micro-Benchmarks)" ;;
+        osu_*) echo "### ${b%.1} (OSU Micro-Benchmarks, the first of 3 runs)" ;;
         *) echo "### rig_osu_$b" ;;
         esac
         echo
