@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* Errors, logging, settings and backoff shared by every layer. */
 #include "util_internal.h"
+#include "wait_internal.h"
 
 #include <errno.h>
 #include <sched.h>
@@ -149,6 +150,9 @@ uint64_t rig_now_ns(void)
 
 void rig_backoff_step(rig_backoff *b)
 {
+    if (b->spins == 0 && rig_wait_yields()) {
+        b->spins = 4096; /* a shared core: give it away from the start */
+    }
     uint32_t s = b->spins++;
     if (s < 4096) {
         rig_cpu_relax();

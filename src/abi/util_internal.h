@@ -50,7 +50,9 @@ bool rig_env_u64(const char *name, uint64_t dflt, uint64_t *out, char **err);
 uint64_t rig_now_ns(void);
 
 /* A wait's backoff: spin, then yield the core, then sleep in growing steps
- * (at most 100 us) -- never a busy loop forever on an oversubscribed node. */
+ * (at most 100 us) -- never a busy loop forever on an oversubscribed node;
+ * when the process's wait mode gives the core away (yield, block, or auto
+ * on an oversubscribed node: rig/wait.h), it yields from the start. */
 typedef struct {
     uint32_t spins;
 } rig_backoff;

@@ -205,6 +205,12 @@ static int plan_now(void)
     return p;
 }
 
+bool rig_wait_yields(void)
+{
+    int p = plan_now();
+    return p == RIG_WAIT_YIELD || p == RIG_WAIT_BLOCK;
+}
+
 bool rig_wait_mode_set(rig_wait_mode mode, char **err)
 {
     if ((unsigned)mode > RIG_WAIT_BLOCK) {

@@ -5,6 +5,7 @@
 #define RIG_WAIT_INTERNAL_H
 
 #include <stdatomic.h>
+#include <stdbool.h>
 
 /* Waits of this process asleep in the kernel right now.  A store that
  * raises `sent` or `arrived` with a seq_cst read-modify-write loads it
@@ -17,5 +18,10 @@ extern atomic_uint rig_wait_sleepers;
 /* Wakes every sleeping wait of this process (each looks at its counts
  * again). */
 void rig_wait_wake(void);
+
+/* Whether waits of this process give the core away at once (the mode is
+ * yield or block, or auto found the node oversubscribed): for the other
+ * waiting loops of rig (rig_backoff_step). */
+bool rig_wait_yields(void);
 
 #endif
