@@ -114,9 +114,10 @@ typedef enum {
  * "invalid:" for a value outside rig_wait_mode.  Any thread. */
 RIG_API bool rig_wait_mode_set(rig_wait_mode mode, char **err);
 
-/* The mode waits use now: spin, yield or block (auto decided, as the
- * overview says); *why (when why is not NULL) gets a static sentence
- * saying what decided it.  Any thread. */
+/* The mode waits use now, auto decided as the overview says: spin, yield
+ * or block, or RIG_WAIT_AUTO for auto on a node that is not
+ * oversubscribed (spin, then yield, then sleep).  *why (when why is not
+ * NULL) gets a static sentence saying what decided it.  Any thread. */
 RIG_API rig_wait_mode rig_wait_mode_now(const char **why);
 
 /* The mode's name ("auto", "spin", "yield", "block"; "?" otherwise). */

@@ -553,16 +553,15 @@ typedef struct {
 static bool many_settled(const void *arg)
 {
     const many_goals *m = arg;
+    bool unreached = false;
     for (size_t i = m->from; i < m->n; i++) {
         uint64_t v = goal_load(&m->g[i], memory_order_seq_cst);
         if (v == RIG_COUNT_FAILED || (m->any && v >= m->g[i].count)) {
             return true;
         }
-        if (!m->any && v < m->g[i].count) {
-            return false;
-        }
+        unreached = unreached || v < m->g[i].count;
     }
-    return !m->any;
+    return !m->any && !unreached;
 }
 
 static rig_reach done(rig_reach r, size_t i, size_t *which)
