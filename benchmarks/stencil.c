@@ -626,7 +626,7 @@ int main(int argc, char **argv)
     MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
     int size = 0;
     MPI_Comm_size(MPI_COMM_WORLD, &size);
-    int sizes[MAX_SIZES] = {256, 1024}, nsizes = 2;
+    int sizes[MAX_SIZES] = {128, 256, 512, 1024}, nsizes = 4;
     int iters = 0, warmup = -1, rounds = 5;
     bool want[NMETHODS];
     for (int i = 0; i < NMETHODS; i++) {
