@@ -118,6 +118,15 @@ run_as stencil4 "${mpi4[@]}" "$bin/rig_stencil" "${squick[@]}"
 run_as waits "${mpi[@]}" "$bin/rig_wait_cost" $([ "${QUICK:-0}" = 1 ] && echo -i 5)
 t1=$(date +%s)
 load_after=$(cut -d' ' -f1-3 /proc/loadavg)
+# Re-rendering from RAW_DIR keeps the conditions of the run that measured.
+if [ -n "${RAW_DIR:-}" ]; then
+    if [ -s "$tmp/meta.sh" ]; then
+        . "$tmp/meta.sh"
+    else
+        printf 'load_before=%q\nload_after=%q\nbusy=%q\nt0=%q\nt1=%q\n' \
+            "$load_before" "$load_after" "$busy" "$t0" "$t1" >"$tmp/meta.sh"
+    fi
+fi
 
 # Syscalls on the inline ready path: strace rank 0 with no ready calls and
 # with 2.56 million; the totals must not grow with the calls.
@@ -221,6 +230,14 @@ osu() {
         awk -v key="$2" '$1 !~ /^#/ && $1 == key { print $2; exit }' "$f"
     done | sort -g | awk '{ v[NR] = $1 } END { if (NR) print v[int((NR + 1) / 2)] }'
 }
+# osu_spread NAME KEY: the lowest and highest of the three runs: the noise
+# a difference must be read against.
+osu_spread() {
+    local f
+    for f in "$tmp/$1".[123].txt; do
+        awk -v key="$2" '$1 !~ /^#/ && $1 == key { print $2; exit }' "$f"
+    done | sort -g | awk 'NR == 1 { lo = $1 } { hi = $1 } END { if (NR) print lo ".." hi }'
+}
 # agree A B: "agrees" when within 10% of each other, else by how much.
 agree() { awk -v a="$1" -v b="$2" 'BEGIN {
     if (a == "" || b == "" || a <= 0 || b <= 0) { print "-"; exit }
@@ -234,13 +251,13 @@ if [ -n "$osu_lat" ]; then
         o=$(osu osu_latency $s)
         m1=$(value "$tmp/latency1.txt" 1 $s mpi)
         m2=$(value "$tmp/latency.txt" 1 $s mpi)
-        osu_rows_lat+="| $s | $o | $m1 | $(agree "$m1" "$o") | $m2 |"$'\n'
+        osu_rows_lat+="| $s | $o | $(osu_spread osu_latency $s) | $m1 | $(agree "$m1" "$o") | $m2 |"$'\n'
     done
     for s in 64 512 4096 65536 1048576 4194304; do
         o=$(osu osu_bw $s)
         m1=$(value "$tmp/bw1.txt" 1 $s mpi)
         m2=$(value "$tmp/bw.txt" 1 $s mpi)
-        osu_rows_bw+="| $s | $o | $m1 | $(agree "$m1" "$o") | $m2 |"$'\n'
+        osu_rows_bw+="| $s | $o | $(osu_spread osu_bw $s) | $m1 | $(agree "$m1" "$o") | $m2 |"$'\n'
     done
 fi
 
@@ -399,7 +416,9 @@ plot "$tmp/stencil4.dat" "$results/$name-stencil4.png" \
     echo "\`rig_stencil\`: a radius-2 star stencil over a 2-D grid of ranks,"
     echo "halos of width 2 with up to 4 neighbours per iteration, the result"
     echo "checked exactly after every measurement; iterations per second,"
-    echo "the median of 5 rounds, methods interleaved. rig waits at 2 ranks:"
+    echo "the median of 15 rounds of about 30 ms, methods interleaved; the"
+    echo "ratio is the median of each round's rig over that round's best MPI"
+    echo "(paired against load that drifts). rig waits at 2 ranks:"
     echo "$stencil_waits2; at 4 ranks: $stencil_waits4."
     echo
     echo "| target | measured | verdict |"
@@ -436,14 +455,15 @@ plot "$tmp/stencil4.dat" "$results/$name-stencil4.png" \
         echo "suite's \`mpi\` method with OSU's footprint (\`-B 1\`: one buffer"
         echo "each way, the median of 5 rounds for latency) and with a rail's (2"
         echo "copies, the tables above); agreement within 10% expected for the"
-        echo "first."
+        echo "first, on a quiet machine: OSU's own spread over its 3 runs says"
+        echo "how much of a difference the machine's noise explains."
         echo
-        echo "| size | osu_latency (us) | mpi -B 1 (us) | agreement | mpi, 2 copies (us) |"
-        echo "|---|---|---|---|---|"
+        echo "| size | osu_latency (us) | its 3 runs | mpi -B 1 (us) | agreement | mpi, 2 copies (us) |"
+        echo "|---|---|---|---|---|---|"
         printf '%s' "$osu_rows_lat"
         echo
-        echo "| size | osu_bw (MB/s) | mpi -B 1 (MB/s) | agreement | mpi, 2 copies (MB/s) |"
-        echo "|---|---|---|---|---|"
+        echo "| size | osu_bw (MB/s) | its 3 runs | mpi -B 1 (MB/s) | agreement | mpi, 2 copies (MB/s) |"
+        echo "|---|---|---|---|---|---|"
         printf '%s' "$osu_rows_bw"
     else
         echo "OSU_DIR was not set: OSU's osu_latency and osu_bw were not run."
