@@ -153,7 +153,7 @@ strace_cmd="${mpi[*]} bash -c 'strace -f -c (rank 0) $bin/rig_osu_ready -i N'"
 value() {
     awk -v t="$2" -v key="$3" -v col="$4" '
         /^# (Size|Run|Rails|Grid) / { n++; ci = 0
-            for (i = 3; i <= NF; i++) if ($i == col) ci = i - 1
+            for (i = 3; i <= NF && $i !~ /^\(/; i++) if ($i == col) ci = i - 1
             next }
         n == t && ci > 0 && $1 == key { print $ci; exit }' "$1"
 }
@@ -417,8 +417,9 @@ plot "$tmp/stencil4.dat" "$results/$name-stencil4.png" \
     echo "halos of width 2 with up to 4 neighbours per iteration, the result"
     echo "checked exactly after every measurement; iterations per second,"
     echo "the median of 15 rounds of about 30 ms, methods interleaved; the"
-    echo "ratio is the median of each round's rig over that round's best MPI"
-    echo "(paired against load that drifts). rig waits at 2 ranks:"
+    echo "ratio pairs rig with each MPI method round by round (against load"
+    echo "that drifts), its median, and is the lowest of the three: that"
+    echo "method is MPI's best. rig waits at 2 ranks:"
     echo "$stencil_waits2; at 4 ranks: $stencil_waits4."
     echo
     echo "| target | measured | verdict |"

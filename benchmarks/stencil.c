@@ -30,9 +30,10 @@
  * Output, in the style of the OSU tables: one row per grid size, the
  * iterations per second of each method (the median of -r rounds of about
  * 30 ms each, methods interleaved in every round, starting with another
- * each time), MPI's best, and the ratio: the median over rounds of rig /
- * the round's best MPI (paired, so that load that drifts between rounds on
- * a shared machine cancels).
+ * each time), MPI's best, and the ratio: for each MPI method the median
+ * over rounds of rig / that method in the same round (paired, so that
+ * load that drifts between rounds on a shared machine cancels), and of
+ * those the lowest, whose method is MPI's best.
  *
  * Usage: mpirun -np P rig_stencil [-n N[,N...]] [-i iters] [-x warmup]
  *        [-r rounds] [-b methods]
@@ -727,7 +728,7 @@ int main(int argc, char **argv)
             }
         }
         printf("%14s%10s   (iterations/s, median of %d rounds; ratio: "
-               "median of each round's rig / best MPI)\n",
+               "paired by round, against the MPI method it beats least)\n",
                "best_mpi", "ratio", rounds);
         fflush(stdout);
     }
@@ -762,40 +763,45 @@ int main(int argc, char **argv)
                 all_methods[i].teardown(&all_methods[i], &g);
             }
         }
-        /* The ratio pairs each round's rig with that round's best MPI,
-         * so that load drifting between rounds cancels; its median. */
-        double ratio[64];
-        for (int r = 0; r < rounds && want[0]; r++) {
-            double b = 0;
-            for (int i = 1; i < NMETHODS; i++) {
-                if (want[i] && all_methods[i].mpi && res[i][r] > b) {
-                    b = res[i][r];
-                }
+        /* Ratios pair each round's rig with the same round's MPI method,
+         * so that load drifting between rounds cancels: per method, the
+         * median over rounds of rig / it.  MPI's best is the method with
+         * the lowest such ratio (not each round's fastest MPI: a maximum
+         * of three noisy values is biased against rig). */
+        double ratio[NMETHODS], median[NMETHODS];
+        int best = -1;
+        for (int i = 0; i < NMETHODS; i++) {
+            double tmp[64];
+            if (!want[i]) {
+                continue;
             }
-            ratio[r] = b > 0 ? res[0][r] / b : 0;
+            for (int r = 0; r < rounds; r++) {
+                tmp[r] = want[0] && res[i][r] > 0 ? res[0][r] / res[i][r] : 0;
+            }
+            qsort(tmp, (size_t)rounds, sizeof(double), cmp_double);
+            ratio[i] = tmp[rounds / 2];
+            qsort(res[i], (size_t)rounds, sizeof(double), cmp_double);
+            median[i] = res[i][rounds / 2];
+            if (all_methods[i].mpi &&
+                (best < 0 || (want[0] ? ratio[i] < ratio[best]
+                                      : median[i] > median[best]))) {
+                best = i;
+            }
         }
         if (g_rank == 0) {
             printf("%-10d", sizes[si]);
-            double best = 0;
             for (int i = 0; i < NMETHODS; i++) {
-                if (!want[i]) {
-                    continue;
-                }
-                qsort(res[i], (size_t)rounds, sizeof(double), cmp_double);
-                double v = res[i][rounds / 2];
-                printf("%14.1f", v);
-                if (all_methods[i].mpi && v > best) {
-                    best = v;
+                if (want[i]) {
+                    printf("%14.1f", median[i]);
                 }
             }
-            if (best > 0) {
-                printf("%14.1f", best);
+            if (best >= 0) {
+                printf("%14.1f", median[best]);
             } else {
                 printf("%14s", "-");
             }
-            if (want[0] && best > 0) {
-                qsort(ratio, (size_t)rounds, sizeof(double), cmp_double);
-                printf("%10.2f\n", ratio[rounds / 2]);
+            if (want[0] && best >= 0) {
+                printf("%10.2f\n", ratio[best]);
             } else {
                 printf("%10s\n", "-");
             }
