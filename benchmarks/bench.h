@@ -111,6 +111,7 @@ typedef struct {
     bool full;                 /* -f: min, max, p50, p99 columns */
     bool all;                  /* -b given: print every selected method */
     int rounds;                /* -r: repeat each measurement, keep median */
+    int copies;                /* -B: bench_copies */
     const bench_method *methods[BENCH_MAX_METHODS];
     void *state[BENCH_MAX_METHODS];
     int nmethods;
@@ -125,6 +126,11 @@ typedef struct {
 
 extern int bench_rank;
 extern const char *bench_prog;
+/* Copies each baseline keeps of every transfer of a run, per direction:
+ * 2, the footprint of a rail (two copies of its landing areas), or 1 with
+ * -B 1, the footprint of OSU's benchmarks (one buffer each way).  Messages
+ * beyond them reuse the copies in turn, as OSU's reuse their one buffer. */
+extern int bench_copies;
 /* Set by the latency benchmark: one message in flight at a time, and the
  * mpi method uses blocking MPI_Send and MPI_Recv. */
 extern bool bench_pingpong;

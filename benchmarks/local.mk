@@ -22,7 +22,7 @@ RIG_BENCH_LDADD = benchmarks/libbench.la src/librig.la $(MPI_LIBS) \
 benchexecdir = $(pkglibexecdir)
 benchexec_PROGRAMS = benchmarks/rig_osu_latency benchmarks/rig_osu_bw \
 	benchmarks/rig_osu_bibw benchmarks/rig_osu_mr benchmarks/rig_osu_multi \
-	benchmarks/rig_osu_ready
+	benchmarks/rig_osu_ready benchmarks/rig_stencil benchmarks/rig_wait_cost
 
 benchmarks_rig_osu_latency_SOURCES = benchmarks/osu_latency.c
 benchmarks_rig_osu_latency_CPPFLAGS = $(RIG_BENCH_CPPFLAGS)
@@ -59,6 +59,18 @@ benchmarks_rig_osu_ready_CPPFLAGS = $(RIG_BENCH_CPPFLAGS)
 benchmarks_rig_osu_ready_CFLAGS = $(RIG_CFLAGS)
 benchmarks_rig_osu_ready_LDADD = $(RIG_BENCH_LDADD)
 benchmarks_rig_osu_ready_LDFLAGS = $(RIG_LDFLAGS)
+
+benchmarks_rig_stencil_SOURCES = benchmarks/stencil.c
+benchmarks_rig_stencil_CPPFLAGS = $(RIG_ABI_CPPFLAGS) $(MPI_CFLAGS)
+benchmarks_rig_stencil_CFLAGS = $(RIG_CFLAGS)
+benchmarks_rig_stencil_LDADD = src/librig.la $(MPI_LIBS)
+benchmarks_rig_stencil_LDFLAGS = $(RIG_LDFLAGS)
+
+benchmarks_rig_wait_cost_SOURCES = benchmarks/wait_cost.c
+benchmarks_rig_wait_cost_CPPFLAGS = $(RIG_ABI_CPPFLAGS) $(MPI_CFLAGS)
+benchmarks_rig_wait_cost_CFLAGS = $(RIG_CFLAGS)
+benchmarks_rig_wait_cost_LDADD = src/librig.la $(MPI_LIBS)
+benchmarks_rig_wait_cost_LDFLAGS = $(RIG_LDFLAGS)
 
 RIG_OSU_RUN = rig_osu_run
 endif

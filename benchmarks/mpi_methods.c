@@ -8,8 +8,10 @@
 
 /* Requests in a ring: one per message in flight. */
 #define RING BENCH_MAX_WINDOW
-/* Buffers of one direction are capped; past it, messages share them (as
- * OSU's do), and stamps are checked against a window instead. */
+/* Buffers of one direction: bench_copies per transfer of a run, as a rail
+ * keeps two copies of its landing areas (OSU keeps one buffer), capped at
+ * 64 MiB; messages beyond them share them in turn (as OSU's share their
+ * one), and stamps are checked against a window instead. */
 #define BUF_CAP ((size_t)64 << 20)
 #define TAG 77
 
@@ -24,11 +26,16 @@ typedef struct {
     MPI_Request sreq[RING], rreq[RING];
     uint64_t sent, done;  /* sends started, sends completed */
     uint64_t posted, got; /* receives posted, receives waited for */
+    size_t got_run;       /* messages in the last run of recv_run */
 } p2p;
 
-static size_t slots_for(size_t size)
+static size_t slots_for(size_t size, size_t n)
 {
-    size_t k = size == 0 ? RING : BUF_CAP / size;
+    size_t k = (size_t)bench_copies * n;
+    size_t cap = size == 0 ? k : BUF_CAP / size;
+    if (k > cap) {
+        k = cap;
+    }
     if (k > RING) {
         k = RING;
     }
@@ -66,13 +73,12 @@ static void p2p_close(void *state)
 
 static bool p2p_setup(void *state, size_t out, size_t in, size_t n, char **err)
 {
-    (void)n;
     (void)err;
     p2p *p = state;
     p->out = out;
     p->in = in;
-    p->oslots = slots_for(out);
-    p->islots = slots_for(in);
+    p->oslots = slots_for(out, n);
+    p->islots = slots_for(in, n);
     p->sbuf = aligned_alloc(4096, (p->oslots * out + 4095) / 4096 * 4096);
     p->rbuf = aligned_alloc(4096, (p->islots * in + 4095) / 4096 * 4096);
     if (p->sbuf == NULL || p->rbuf == NULL) {
@@ -83,6 +89,7 @@ static bool p2p_setup(void *state, size_t out, size_t in, size_t n, char **err)
     }
     memset(p->rbuf, 0, p->islots * in);
     p->sent = p->done = p->posted = p->got = 0;
+    p->got_run = 0;
     for (int i = 0; i < RING; i++) {
         p->sreq[i] = p->rreq[i] = MPI_REQUEST_NULL;
         if (!p->persistent) {
@@ -223,6 +230,7 @@ static void p2p_recv_wait(void *state, uint64_t seq)
                         "MPI_Wait");
     }
     p->got = seq;
+    p->got_run = 0;
     /* Shared buffers hold the stamp of some message of the last ring. */
     uint64_t lo = p->islots >= RING || seq <= RING ? seq : seq - RING;
     if (p->islots < RING && seq <= RING) {
@@ -246,6 +254,40 @@ static void p2p_recv_check(void *state)
     uint64_t lo = p->islots >= RING ? seq : (seq > RING ? seq - RING : 1);
     bench_check_all(p->name, buf, p->in, lo,
                     p->islots >= RING ? seq : p->posted + RING);
+    /* After runs: every other message of the last one, exactly, as rig's
+     * check does. */
+    if (p->got_run > 1) {
+        for (uint64_t q = seq - p->got_run + 1; q < seq; q++) {
+            bench_check_all(p->name, p->rbuf + (q - 1) % p->islots * p->in,
+                            p->in, q, q);
+        }
+    }
+}
+
+/* A run at once, as rig's run mode does: n messages sent... */
+static void p2p_send_run(void *state, uint64_t first, size_t n)
+{
+    for (size_t j = 0; j < n; j++) {
+        p2p_send(state, first + j, j + 1 == n);
+    }
+}
+
+/* ... and received with one wait for the run and the same checks as
+ * rig's: the stamps of its first and last message (every byte of the last
+ * run is checked at the end, by p2p_recv_check).  In a ping-pong no
+ * message of the next run is sent before this one is answered, so each
+ * message's buffer holds exactly its stamp. */
+static void p2p_recv_run(void *state, uint64_t first, size_t n)
+{
+    p2p *p = state;
+    uint64_t last = first + n - 1;
+    wait_range(p->rreq, first - 1, n);
+    p->got = last;
+    p->got_run = n;
+    bench_check_stamp(p->name, p->rbuf + (first - 1) % p->islots * p->in, p->in,
+                      first, first);
+    bench_check_stamp(p->name, p->rbuf + (last - 1) % p->islots * p->in, p->in,
+                      last, last);
 }
 
 const bench_method bench_mpi = {
@@ -261,6 +303,8 @@ const bench_method bench_mpi = {
     .send_wait = p2p_send_wait,
     .recv_wait = p2p_recv_wait,
     .recv_check = p2p_recv_check,
+    .send_run = p2p_send_run,
+    .recv_run = p2p_recv_run,
 };
 
 const bench_method bench_persistent = {
@@ -276,6 +320,8 @@ const bench_method bench_persistent = {
     .send_wait = p2p_send_wait,
     .recv_wait = p2p_recv_wait,
     .recv_check = p2p_recv_check,
+    .send_run = p2p_send_run,
+    .recv_run = p2p_recv_run,
 };
 
 /* ---- one-sided: put ----------------------------------------------------- */
@@ -292,7 +338,8 @@ typedef struct {
     uint8_t *sbuf;
     uint64_t flagsrc[2]; /* origin of the flag puts, alternately */
     uint64_t sent, got;
-    bool pending; /* a flag put not flushed yet */
+    bool pending;     /* a flag put not flushed yet */
+    unsigned rereads; /* flag reads of the check under way */
 } put_link;
 
 static bool put_open(void **state, char **err)
@@ -312,13 +359,14 @@ static void put_close(void *state)
     free(state);
 }
 
-/* The put method stores two slots per transfer of a run, like a rail. */
+/* The put method stores bench_copies slots per transfer of a run (two,
+ * like a rail). */
 static size_t put_slots(size_t size, size_t n)
 {
-    size_t k = 2 * n;
+    size_t k = (size_t)bench_copies * n;
     size_t cap = size == 0 ? k : BUF_CAP / size;
-    if (cap < 2) {
-        cap = 2;
+    if (cap < 1) {
+        cap = 1;
     }
     return k < cap ? k : cap;
 }
@@ -407,8 +455,10 @@ static uint64_t put_flag(const put_link *p)
                                 memory_order_acquire);
 }
 
-/* Components that need the target's progress get it here. */
-static void put_progress(const put_link *p)
+/* Progress for components whose puts need the target's (Open MPI's osc
+ * rdma over vader moves large puts single-copy, from the origin, but
+ * small ones, the flag's, as messages the target must take in). */
+static void put_progress(put_link *p)
 {
     int flag = 0;
     MPI_Win_sync(p->win);
@@ -416,12 +466,16 @@ static void put_progress(const put_link *p)
                MPI_STATUS_IGNORE);
 }
 
-/* For bench_check_live: a message part-way in (osc ucx over TCP) lands
- * only as this rank progresses. */
+/* The flag, for a check of a slot a newer message may be landing in: from
+ * the second read of a check on, with progress, or a flag that only the
+ * target's progress advances would stay behind the data for good. */
 static uint64_t put_flag_of(const void *ctx)
 {
-    put_progress(ctx);
-    return put_flag(ctx);
+    put_link *p = (put_link *)(uintptr_t)ctx;
+    if (p->rereads++ > 0) {
+        put_progress(p);
+    }
+    return put_flag(p);
 }
 
 static void put_recv_wait(void *state, uint64_t seq)
@@ -437,6 +491,7 @@ static void put_recv_wait(void *state, uint64_t seq)
     p->got = seq;
     const uint8_t *buf = p->base + (seq - 1) % p->islots * p->in;
     (void)f;
+    p->rereads = 0;
     bench_check_live("put", buf, p->in, seq, put_flag_of, p, 2 * p->islots);
 }
 

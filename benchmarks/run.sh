@@ -1,14 +1,18 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: BSD-3-Clause
 # benchmarks/run.sh: the main job: rig's OSU-style suite on 2 ranks of this
-# machine, every method side by side in one run; writes
-# benchmarks/results/<date>-<host>.md (tables, targets, machine, commands)
-# and PNG plots, and prints the tables.
+# machine, every method side by side in one run, then the stencil
+# application benchmark at 2 ranks (one per core) and 4 ranks (on the same
+# cores: oversubscribed on 2), and OSU's own osu_latency and osu_bw when
+# they are there; writes benchmarks/results/<date>-<host>.md (tables,
+# targets, machine, commands) and PNG plots, and prints the tables.
 #
 # Usage: bash benchmarks/run.sh [BUILD_DIR]   (default _build/quickstart)
 #        $(libexecdir)/rig/rig_osu_run        (installed: the programs beside it)
 # Settings: RESULTS_DIR (default benchmarks/results), MPIRUN (default
-# mpirun), QUICK=1 (fewer iterations: a smoke run, not for the record).
+# mpirun), QUICK=1 (fewer iterations: a smoke run, not for the record),
+# OSU_DIR (OSU Micro-Benchmarks: an install prefix, a build tree or the
+# folder of osu_latency and osu_bw; unset: not compared).
 set -euo pipefail
 
 # Where the programs are: given a BUILD_DIR, its benchmarks/; run as the
@@ -28,12 +32,25 @@ else
     bin=$build/benchmarks
     rig_info=$build/tools/rig_info
 fi
-for b in latency bw bibw mr multi ready; do
-    if [ ! -x "$bin/rig_osu_$b" ]; then
-        echo "run.sh: missing: $bin/rig_osu_$b (build with MPI first)" >&2
+for b in rig_osu_latency rig_osu_bw rig_osu_bibw rig_osu_mr rig_osu_multi \
+    rig_osu_ready rig_stencil rig_wait_cost; do
+    if [ ! -x "$bin/$b" ]; then
+        echo "run.sh: missing: $bin/$b (build with MPI first)" >&2
         exit 1
     fi
 done
+# OSU's osu_latency and osu_bw, wherever OSU_DIR keeps them.
+osu_lat="" osu_bw=""
+if [ -n "${OSU_DIR:-}" ]; then
+    osu_lat=$(find "$OSU_DIR" -name osu_latency -type f -perm -u+x 2>/dev/null |
+        grep -v /one-sided/ | head -n1 || true)
+    osu_bw=$(find "$OSU_DIR" -name osu_bw -type f -perm -u+x 2>/dev/null |
+        grep -v /one-sided/ | head -n1 || true)
+    if [ -z "$osu_lat" ] || [ -z "$osu_bw" ]; then
+        echo "run.sh: OSU_DIR=$OSU_DIR holds no osu_latency and osu_bw" >&2
+        exit 1
+    fi
+fi
 
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 # Open MPI's osc ucx crashes on dynamic windows with UCX 1.13, and osc rdma
@@ -41,10 +58,15 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 # 1,024 rails exceed; one rank per core, as OSU is run.
 mpi=("${MPIRUN:-mpirun}" --oversubscribe --allow-run-as-root -np 2
     --bind-to core --mca osc ^ucx --mca osc_rdma_max_attach 4096)
+# 4 ranks on the same cores: Open MPI binds none when oversubscribed.
+mpi4=("${MPIRUN:-mpirun}" --oversubscribe --allow-run-as-root -np 4
+    --bind-to none --mca osc ^ucx --mca osc_rdma_max_attach 4096)
 
 quick=()
+squick=()
 if [ "${QUICK:-0}" = 1 ]; then
     quick=(-i 200 -x 20)
+    squick=(-r 1 -i 20)
 fi
 
 stamp=$(date +%Y-%m-%d)
@@ -63,11 +85,12 @@ else
 fi
 
 commands=()
-# Runs one benchmark, printing its table and keeping it in $tmp/<b>.txt.
-run() {
+# run_as NAME COMMAND...: runs one benchmark, printing its table and
+# keeping it in $tmp/NAME.txt.
+run_as() {
     local b=$1
     shift
-    local cmd=("${mpi[@]}" "$bin/rig_osu_$b" "$@")
+    local cmd=("$@")
     commands+=("${cmd[*]}")
     if [ -n "${RAW_DIR:-}" ] && [ -s "$tmp/$b.txt" ]; then
         cat "$tmp/$b.txt"
@@ -75,6 +98,12 @@ run() {
     fi
     echo "+ ${cmd[*]}" >&2
     "${cmd[@]}" 2> >(grep -v 'UCX  WARN' >&2) | tee "$tmp/$b.txt"
+}
+# run B ARGS...: rig_osu_B on 2 ranks, into $tmp/B.txt.
+run() {
+    local b=$1
+    shift
+    run_as "$b" "${mpi[@]}" "$bin/rig_osu_$b" "$@"
 }
 
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
@@ -87,8 +116,32 @@ run bibw -b all "${quick[@]}"
 run mr -b all "${quick[@]}"
 run multi -b rig,mpi "${quick[@]}"
 run ready
+# MPI with OSU's footprint (one buffer each way), beside OSU's own.
+run_as latency1 "${mpi[@]}" "$bin/rig_osu_latency" -b mpi -B 1 -r 5 "${quick[@]}"
+run_as bw1 "${mpi[@]}" "$bin/rig_osu_bw" -b mpi -B 1 "${quick[@]}"
+if [ -n "$osu_lat" ]; then
+    # Three runs each, interleaved: the results take the median per size.
+    for k in 1 2 3; do
+        run_as osu_latency.$k "${mpi[@]}" "$osu_lat" -m 1:4194304 "${quick[@]}"
+        run_as osu_bw.$k "${mpi[@]}" "$osu_bw" -m 1:4194304 "${quick[@]}"
+    done
+fi
+# The application: 2 ranks one per core, 4 ranks on the same 2 cores.
+run_as stencil2 "${mpi[@]}" "$bin/rig_stencil" "${squick[@]}"
+run_as stencil4 "${mpi4[@]}" "$bin/rig_stencil" "${squick[@]}"
+# What a wait costs in each mode: how late, and how much CPU.
+run_as waits "${mpi[@]}" "$bin/rig_wait_cost" $([ "${QUICK:-0}" = 1 ] && echo -i 5)
 t1=$(date +%s)
 load_after=$(cut -d' ' -f1-3 /proc/loadavg)
+# Re-rendering from RAW_DIR keeps the conditions of the run that measured.
+if [ -n "${RAW_DIR:-}" ]; then
+    if [ -s "$tmp/meta.sh" ]; then
+        . "$tmp/meta.sh"
+    else
+        printf 'load_before=%q\nload_after=%q\nbusy=%q\nt0=%q\nt1=%q\n' \
+            "$load_before" "$load_after" "$busy" "$t0" "$t1" >"$tmp/meta.sh"
+    fi
+fi
 
 # Syscalls on the inline ready path: strace rank 0 with no ready calls and
 # with 2.56 million; the totals must not grow with the calls.
@@ -114,8 +167,8 @@ strace_cmd="${mpi[*]} bash -c 'strace -f -c (rank 0) $bin/rig_osu_ready -i N'"
 # COLUMN in the TABLE-th table (headers start with "# Size", "# Run"...).
 value() {
     awk -v t="$2" -v key="$3" -v col="$4" '
-        /^# (Size|Run|Rails) / { n++; ci = 0
-            for (i = 3; i <= NF; i++) if ($i == col) ci = i - 1
+        /^# (Size|Run|Rails|Grid) / { n++; ci = 0
+            for (i = 3; i <= NF && $i !~ /^\(/; i++) if ($i == col) ci = i - 1
             next }
         n == t && ci > 0 && $1 == key { print $ci; exit }' "$1"
 }
@@ -182,6 +235,76 @@ rails1024=$(value "$multi" 2 1024 newest)
 rr1024=$(value "$multi" 2 1024 round_robin)
 r_rails=$(ratio "$rails1024" "$rails1")
 
+# ---- OSU beside the mpi column ---------------------------------------------
+
+# osu NAME KEY: the median of OSU's values in the row KEY of its three
+# runs' tables ($tmp/NAME.1.txt ...).
+osu() {
+    local f
+    for f in "$tmp/$1".[123].txt; do
+        awk -v key="$2" '$1 !~ /^#/ && $1 == key { print $2; exit }' "$f"
+    done | sort -g | awk '{ v[NR] = $1 } END { if (NR) print v[int((NR + 1) / 2)] }'
+}
+# osu_spread NAME KEY: the lowest and highest of the three runs: the noise
+# a difference must be read against.
+osu_spread() {
+    local f
+    for f in "$tmp/$1".[123].txt; do
+        awk -v key="$2" '$1 !~ /^#/ && $1 == key { print $2; exit }' "$f"
+    done | sort -g | awk 'NR == 1 { lo = $1 } { hi = $1 } END { if (NR) print lo ".." hi }'
+}
+# agree A B: "agrees" when within 10% of each other, else by how much.
+agree() { awk -v a="$1" -v b="$2" 'BEGIN {
+    if (a == "" || b == "" || a <= 0 || b <= 0) { print "-"; exit }
+    d = (a > b ? a / b : b / a) - 1
+    if (d <= 0.10) printf "agrees (%.0f%%)", d * 100
+    else printf "**differs by %.0f%%**", d * 100 }'; }
+osu_rows_lat=""
+osu_rows_bw=""
+if [ -n "$osu_lat" ]; then
+    for s in 8 64 512 4096 65536 1048576 4194304; do
+        o=$(osu osu_latency $s)
+        m1=$(value "$tmp/latency1.txt" 1 $s mpi)
+        m2=$(value "$tmp/latency.txt" 1 $s mpi)
+        osu_rows_lat+="| $s | $o | $(osu_spread osu_latency $s) | $m1 | $(agree "$m1" "$o") | $m2 |"$'\n'
+    done
+    for s in 64 512 4096 65536 1048576 4194304; do
+        o=$(osu osu_bw $s)
+        m1=$(value "$tmp/bw1.txt" 1 $s mpi)
+        m2=$(value "$tmp/bw.txt" 1 $s mpi)
+        osu_rows_bw+="| $s | $o | $(osu_spread osu_bw $s) | $m1 | $(agree "$m1" "$o") | $m2 |"$'\n'
+    done
+fi
+
+# ---- the stencil -------------------------------------------------------------
+
+stencil_rows=""
+stencil_worst=""
+stencil_worst4=""
+for np in 2 4; do
+    f=$tmp/stencil$np.txt
+    for g in $(awk '$1 !~ /^#/ && NF > 2 { print $1 }' "$f"); do
+        rv=$(value "$f" 1 "$g" rig)
+        bm=$(value "$f" 1 "$g" best_mpi)
+        rt=$(value "$f" 1 "$g" ratio)
+        who=""
+        for c in isend persistent neighbor; do
+            [ "$(value "$f" 1 "$g" $c)" = "$bm" ] && who=$c
+        done
+        stencil_rows+="| $np | ${g}x$g | $rv | $bm ($who) | $rt | $(holds "$rt" ">=" 1.0) |"$'\n'
+        stencil_worst=$(printf '%s\n%s\n' "$stencil_worst" "$rt" | grep -v '^$' | sort -g | head -n1)
+        if [ "$np" = 4 ]; then
+            stencil_worst4=$(printf '%s\n%s\n' "$stencil_worst4" "$rt" | grep -v '^$' | sort -g | head -n1)
+        fi
+    done
+done
+# The block mode's row at the longest gap: late (us) and CPU (%).
+block_late=$(awk '$1 == "block" && $2 == "100.0" { print $3 }' "$tmp/waits.txt")
+block_worst=$(awk '$1 == "block" && $2 == "100.0" { print $4 }' "$tmp/waits.txt")
+block_cpu=$(awk '$1 == "block" && $2 == "100.0" { print $5 }' "$tmp/waits.txt")
+stencil_waits2=$(sed -n 's/^# rig waits: //p' "$tmp/stencil2.txt")
+stencil_waits4=$(sed -n 's/^# rig waits: //p' "$tmp/stencil4.txt")
+
 ready_ns=$(awk '$1 == "rig_end_ready" { print $2 }' "$tmp/ready.txt")
 readyfn_ns=$(awk '$1 == "ready_fn" { print $2 }' "$tmp/ready.txt")
 if [ -n "$sys0" ] && [ -n "$sys1" ]; then
@@ -197,7 +320,7 @@ fi
 # table FILE T: the T-th table as whitespace columns, header without '#'.
 table() {
     awk -v t="$2" '
-        /^# (Size|Run|Rails) / { n++
+        /^# (Size|Run|Rails|Grid) / { n++
             if (n == t) {
                 h = $2
                 for (i = 3; i <= NF && $i !~ /^\(/; i++) h = h " " $i
@@ -234,6 +357,10 @@ done
 # Without their ratio columns.
 table "$multi" 1 | awk '{ NF--; print }' >"$tmp/multi.dat"
 table "$multi" 2 | awk '{ NF--; print }' >"$tmp/rails.dat"
+# Without best_mpi and ratio.
+for np in 2 4; do
+    table "$tmp/stencil$np.txt" 1 | awk '{ NF -= 2; print }' >"$tmp/stencil$np.dat"
+done
 plot "$tmp/latency.dat" "$results/$name-latency.png" \
     "Latency, 2 ranks on $host (lower is better)" "message size" \
     "half round trip (us)"
@@ -251,6 +378,12 @@ plot "$tmp/multi.dat" "$results/$name-multi.png" \
 plot "$tmp/rails.dat" "$results/$name-rails.png" \
     "8-byte latency with k rails open" "rails open (k)" \
     "half round trip (us)" "%g"
+plot "$tmp/stencil2.dat" "$results/$name-stencil2.png" \
+    "2-D stencil, 2 ranks on 2 cores (higher is better)" "grid edge (N)" \
+    "iterations/s" "%g"
+plot "$tmp/stencil4.dat" "$results/$name-stencil4.png" \
+    "2-D stencil, 4 ranks on 2 cores, oversubscribed (higher is better)" \
+    "grid edge (N)" "iterations/s" "%g"
 
 # ---- the results file ----------------------------------------------------
 
@@ -259,7 +392,10 @@ plot "$tmp/rails.dat" "$results/$name-rails.png" \
     echo
     echo "All methods measured side by side in one run, interleaved at every"
     echo "size (each size: rig, then every baseline), 2 ranks on one node,"
-    echo "one per core. Load average before: $load_before; after:"
+    echo "one per core; the stencil also at 4 ranks on the same cores."
+    echo "Every baseline keeps a rail's footprint, 2 copies of each message"
+    echo "of a run per direction (\`-B 1\`: OSU's one buffer), and is checked"
+    echo "as rig is. Load average before: $load_before; after:"
     echo "$load_after. The suite took $((t1 - t0)) s."
     echo "Busy on the cores when it started: ${busy:-nothing else}."
     echo
@@ -290,16 +426,84 @@ plot "$tmp/rails.dat" "$results/$name-rails.png" \
     echo "|---|---|---|---|---|---|"
     printf '%s' "$bw_rows"
     echo
+    echo "## Application: a 2-D stencil (ISSUE 18)"
+    echo
+    echo "\`rig_stencil\`: a radius-2 star stencil over a 2-D grid of ranks,"
+    echo "halos of width 2 with up to 4 neighbours per iteration, the result"
+    echo "checked exactly after every measurement; iterations per second,"
+    echo "the median of 15 rounds of about 30 ms, methods interleaved; the"
+    echo "ratio pairs rig with each MPI method round by round (against load"
+    echo "that drifts), its median, and is the lowest of the three: that"
+    echo "method is MPI's best. rig waits at 2 ranks:"
+    echo "$stencil_waits2; at 4 ranks: $stencil_waits4."
+    echo
+    echo "| target | measured | verdict |"
+    echo "|---|---|---|"
+    echo "| rails >= 1.0 x MPI's best (isend, persistent, neighbor) in every configuration | worst ratio $stencil_worst | $(holds "$stencil_worst" ">=" 1.0) |"
+    echo "| rails at 4 ranks on 2 cores no slower than MPI at 4 ranks on 2 cores | worst ratio $stencil_worst4 | $(holds "$stencil_worst4" ">=" 1.0) |"
+    echo
+    echo "| ranks | grid | rig (it/s) | MPI's best (it/s) | rig/MPI | >= 1.0 |"
+    echo "|---|---|---|---|---|---|"
+    printf '%s' "$stencil_rows"
+    echo
+    echo "## Waits that share the CPU (ISSUE 18)"
+    echo
+    echo "\`rig_wait_cost\`: the receiver waits while the sender sleeps a gap,"
+    echo "then stores the time into a run; how late the wait noticed it and"
+    echo "the share of a core it burnt meanwhile, per wait mode (\`RIG_WAIT\`)."
+    echo "A peer's store wakes no sleeping wait: \`block\` notices it within"
+    echo "its sleep period (\`RIG_WAIT_SLEEP_US\`, 1000 us by default)."
+    echo
+    echo "| target | measured | verdict |"
+    echo "|---|---|---|"
+    echo "| block: a 100 ms wait burns < 5% of a core | $block_cpu% | $(holds "${block_cpu:-100}" "<" 5) |"
+    echo "| block: notices a peer's arrival within RIG_WAIT_SLEEP_US (1 ms) after a 100 ms wait | median $block_late us (worst $block_worst us) | $(holds "${block_late:-1e9}" "<=" 1000) |"
+    echo
+    echo '```'
+    grep -v '^$' "$tmp/waits.txt"
+    echo '```'
+    echo
+    echo "## OSU Micro-Benchmarks beside the mpi column"
+    echo
+    if [ -n "$osu_lat" ]; then
+        echo "OSU's \`osu_latency\` and \`osu_bw\` ($(sed -n 's/^# OSU MPI Latency Test /OSU /p' "$tmp/osu_latency.1.txt" | head -n1), \`$osu_lat\`)"
+        echo "on the same \`mpirun\` line (the median of 3 runs), beside this"
+        echo "suite's \`mpi\` method with OSU's footprint (\`-B 1\`: one buffer"
+        echo "each way, the median of 5 rounds for latency) and with a rail's (2"
+        echo "copies, the tables above); agreement within 10% expected for the"
+        echo "first, on a quiet machine: OSU's own spread over its 3 runs says"
+        echo "how much of a difference the machine's noise explains."
+        echo
+        echo "| size | osu_latency (us) | its 3 runs | mpi -B 1 (us) | agreement | mpi, 2 copies (us) |"
+        echo "|---|---|---|---|---|---|"
+        printf '%s' "$osu_rows_lat"
+        echo
+        echo "| size | osu_bw (MB/s) | its 3 runs | mpi -B 1 (MB/s) | agreement | mpi, 2 copies (MB/s) |"
+        echo "|---|---|---|---|---|---|"
+        printf '%s' "$osu_rows_bw"
+    else
+        echo "OSU_DIR was not set: OSU's osu_latency and osu_bw were not run."
+        echo "The mpi method with OSU's footprint (\`-B 1\`) is in the tables"
+        echo "latency1 and bw1 below."
+    fi
+    echo
     echo "## Plots"
     echo
-    for p in latency bw bibw mr multi rails; do
+    for p in latency bw bibw mr multi rails stencil2 stencil4; do
         echo "![$p]($name-$p.png)"
     done
     echo
     echo "## Tables (OSU Micro-Benchmarks 7 format)"
-    for b in latency bw bibw mr multi ready; do
+    for b in latency bw bibw mr multi ready latency1 bw1 stencil2 stencil4 \
+        osu_latency.1 osu_bw.1; do
+        [ -s "$tmp/$b.txt" ] || continue
         echo
-        echo "### rig_osu_$b"
+        case $b in
+        latency1 | bw1) echo "### rig_osu_${b%1} -b mpi -B 1 (OSU's footprint)" ;;
+        stencil2 | stencil4) echo "### rig_stencil, ${b#stencil} ranks" ;;
+        osu_*) echo "### ${b%.1} (OSU Micro-Benchmarks, the first of 3 runs)" ;;
+        *) echo "### rig_osu_$b" ;;
+        esac
         echo
         echo '```'
         grep -v '^$' "$tmp/$b.txt"

@@ -221,6 +221,44 @@ static void test_count_advance(void)
     T_EQ_U(rig_count_load(NULL, 0), 0);
 }
 
+/* rig_count_carry_from: every count it skips is overwritten in the same
+ * copy by a later readied count of the same transfer, and it carries at
+ * most 2n counts. */
+static void test_count_carry_from(void)
+{
+    unsigned bad = 0;
+    for (size_t n = 1; n <= 5; n++) {
+        for (uint64_t carried = 0; carried <= 40; carried++) {
+            for (uint64_t ready = carried + 1; ready <= carried + 60; ready++) {
+                uint64_t from = rig_count_carry_from(carried, ready, n);
+                bool ok = from >= carried + 1 && from <= ready &&
+                          ready - from < 2 * n;
+                for (uint64_t c = carried + 1; ok && c < from; c++) {
+                    /* c + 2n: the same transfer in the same copy. */
+                    ok = c + 2 * n <= ready &&
+                         rig_count_transfer(c, n) ==
+                             rig_count_transfer(c + 2 * n, n) &&
+                         rig_count_copy(c, n) == rig_count_copy(c + 2 * n, n);
+                }
+                if (!ok && bad++ < 3) {
+                    T_FAILF("n %zu carried %llu ready %llu: from %llu", n,
+                            (unsigned long long)carried,
+                            (unsigned long long)ready,
+                            (unsigned long long)from);
+                }
+            }
+        }
+    }
+    T_EQ_U(bad, 0);
+    uint64_t top = (uint64_t)INT64_MAX - 1;
+    T_EQ_U(rig_count_carry_from(0, top, 3), top - 5);
+    T_EQ_U(rig_count_carry_from(top - 2, top, 3), top - 1);
+    T_EQ_U(rig_count_carry_from(0, top, SIZE_MAX), 1);
+    T_EQ_U(rig_count_carry_from(0, 4, 0), 0);
+    T_EQ_U(rig_count_carry_from(4, 4, 1), 0);
+    T_EQ_U(rig_count_carry_from(0, RIG_COUNT_FAILED, 1), 0);
+}
+
 /* ---- a test provider: counts in plain memory, wake records calls -------- */
 
 typedef struct {
@@ -367,6 +405,151 @@ static void test_ready_semantics(void)
     T_EQ_U(rig_end_arrived(e), RIG_COUNT_FAILED);
     rig_end_release(e);
     T_EQ_U(atomic_load(&f.released), 1);
+}
+
+/* rig_end_stop returns only once every wake in flight is over, and no
+ * wake starts after it (issue 13.6: the provider's state goes next). */
+typedef struct {
+    _Alignas(128) uint8_t counts[RIG_COUNTS_BYTES];
+    atomic_int in_wake, wakes_after_stop, may_leave;
+    atomic_bool stopped;
+} slow;
+
+static void slow_wake(void *self, uint64_t c)
+{
+    slow *w = self;
+    (void)c;
+    if (atomic_load(&w->stopped)) {
+        atomic_fetch_add(&w->wakes_after_stop, 1);
+    }
+    atomic_fetch_add(&w->in_wake, 1);
+    while (!atomic_load(&w->may_leave)) {
+        usleep(100);
+    }
+    atomic_fetch_sub(&w->in_wake, 1);
+}
+
+typedef struct {
+    rig_end *e;
+    slow *w;
+    atomic_bool done;
+} stop_arg;
+
+static void *ready_once(void *p)
+{
+    stop_arg *a = p;
+    rig_end_ready(a->e, 1);
+    return NULL;
+}
+
+static void *stop_now(void *p)
+{
+    stop_arg *a = p;
+    rig_end_stop(a->e);
+    /* Nothing of the provider may run from here on. */
+    if (atomic_load(&a->w->in_wake) != 0) {
+        atomic_fetch_add(&a->w->wakes_after_stop, 100);
+    }
+    atomic_store(&a->w->stopped, true);
+    atomic_store(&a->done, true);
+    return NULL;
+}
+
+static void test_stop_waits_for_wake(void)
+{
+    slow w;
+    memset(&w, 0, sizeof(w));
+    rig_end_desc d = {
+        .counts = {w.counts, sizeof(w.counts)}, .wake = slow_wake, .self = &w};
+    rig_end *e = NULL;
+    char *err = NULL;
+    T_OK(rig_end_make(&d, &e, &err), err);
+    if (e == NULL) {
+        return;
+    }
+    stop_arg a = {e, &w, false};
+    pthread_t r, st;
+    pthread_create(&r, NULL, ready_once, &a);
+    while (atomic_load(&w.in_wake) == 0) {
+        usleep(100);
+    }
+    pthread_create(&st, NULL, stop_now, &a);
+    usleep(20000);
+    T_TRUE(!atomic_load(&a.done)); /* a wake is in flight: stop waits */
+    atomic_store(&w.may_leave, true);
+    pthread_join(r, NULL);
+    pthread_join(st, NULL);
+    T_TRUE(atomic_load(&a.done));
+    rig_end_ready(e, 2); /* stopped: advances the count, wakes nothing */
+    T_EQ_U(rig_end_ready_count(e), 2);
+    T_EQ_U(atomic_load(&w.wakes_after_stop), 0);
+    rig_end_release(e);
+}
+
+/* A failed count is never lowered (issue 13.5): 4 threads advance
+ * `arrived` and `sent` while a fifth fails the end; once rig_end_fail
+ * returned, every advance leaves the counts at RIG_COUNT_FAILED. */
+typedef struct {
+    rig_end *e;
+    atomic_bool failed;
+    atomic_int lowered;
+    pthread_barrier_t go;
+} race;
+
+typedef struct {
+    race *r;
+    int t;
+} race_arg;
+
+static void *advance_race(void *p)
+{
+    race_arg *a = p;
+    race *r = a->r;
+    void *counts = rig_end_counts(r->e).base;
+    pthread_barrier_wait(&r->go);
+    for (uint64_t c = (uint64_t)a->t + 1; c < 400000; c += 4) {
+        bool was_failed = atomic_load(&r->failed);
+        rig_count_advance(counts, RIG_ARRIVED_AT, c);
+        rig_count_advance(counts, RIG_SENT_AT, c);
+        if (was_failed && (rig_end_arrived(r->e) != RIG_COUNT_FAILED ||
+                           rig_end_sent(r->e) != RIG_COUNT_FAILED)) {
+            atomic_fetch_add(&r->lowered, 1);
+        }
+    }
+    return NULL;
+}
+
+static void *fail_race(void *p)
+{
+    race *r = ((race_arg *)p)->r;
+    pthread_barrier_wait(&r->go);
+    usleep(2000);
+    rig_end_fail(r->e);
+    atomic_store(&r->failed, true);
+    return NULL;
+}
+
+static void test_fail_stays(void)
+{
+    fake f;
+    memset(&f, 0, sizeof(f));
+    race r = {.e = fake_end(&f)};
+    pthread_barrier_init(&r.go, NULL, 5);
+    race_arg a[5];
+    pthread_t th[5];
+    for (int t = 0; t < 5; t++) {
+        a[t] = (race_arg){&r, t};
+        pthread_create(&th[t], NULL, t < 4 ? advance_race : fail_race, &a[t]);
+    }
+    for (int t = 0; t < 5; t++) {
+        pthread_join(th[t], NULL);
+    }
+    pthread_barrier_destroy(&r.go);
+    T_EQ_U(atomic_load(&r.lowered), 0);
+    T_EQ_U(rig_end_arrived(r.e), RIG_COUNT_FAILED);
+    T_EQ_U(rig_end_sent(r.e), RIG_COUNT_FAILED);
+    T_EQ_U(rig_end_ready_count(r.e), RIG_COUNT_FAILED);
+    rig_end_release(r.e);
 }
 
 /* ---- lifetimes ----------------------------------------------------------- */
@@ -727,6 +910,79 @@ static void test_loopback_threads(void)
     rig_rail_release(rb);
 }
 
+/* A jump of ready far ahead costs the transfers of two runs, not one
+ * step per run skipped (issue 13.4): the last two runs land, byte-exact,
+ * in their copies. */
+typedef struct {
+    rig_end *a, *b;
+    uint64_t c;
+    atomic_bool done;
+} jump_arg;
+
+static void *jump_ready(void *p)
+{
+    jump_arg *j = p;
+    rig_end_ready(j->a, j->c);
+    atomic_store(&j->done, true);
+    return NULL;
+}
+
+static void check_jump(uint64_t c, const char *what)
+{
+    rig_transfer s[3] = {{0, 8, 8}, {8, 0, 8}, {16, 16, 8}};
+    rig_rail *ra = NULL, *rb = NULL;
+    char *err = NULL;
+    T_OK(rig_loopback_make(12, s, 3, NULL, 0, &ra, &rb, &err), err);
+    if (ra == NULL) {
+        return;
+    }
+    rig_end *a = rig_rail_local(ra), *b = rig_rail_local(rb);
+    /* Run 0 first, so that the jump starts from a carried count. */
+    rig_area out = rig_end_outbound(a);
+    memset(out.base, 0x11, out.len);
+    rig_end_ready(a, 3);
+    for (unsigned k = 0; k < 2; k++) {
+        memset(rig_area_copy(out, k).base, 0xA0 + (int)k, out.len / 2);
+    }
+    jump_arg j = {a, b, c, false};
+    pthread_t th;
+    pthread_create(&th, NULL, jump_ready, &j);
+    /* A hang guard far above the microseconds it takes: the old
+     * step-per-run carrier needed hours for 10^12 runs. */
+    for (int i = 0; i < 2000 && !atomic_load(&j.done); i++) {
+        usleep(1000);
+    }
+    if (!atomic_load(&j.done)) {
+        /* The thread cannot be stopped: say why and end the test here. */
+        fprintf(stderr,
+                "FAIL: %s: rig_end_ready(%llu) still carrying after 2 s\n",
+                what, (unsigned long long)c);
+        _exit(1);
+    }
+    pthread_join(th, NULL);
+    T_EQ_U(rig_end_arrived(b), c);
+    T_EQ_U(rig_end_sent(a), c);
+    /* Both copies hold the bytes of their last run (every transfer of the
+     * last two runs when c ends a run). */
+    rig_area in = rig_end_inbound(b);
+    unsigned bad = 0;
+    for (unsigned k = 0; k < 2; k++) {
+        for (size_t i = 0; i < 24; i++) {
+            bad += rig_area_copy(in, k).base[i] != 0xA0 + k;
+        }
+    }
+    T_EQ_U(bad, 0);
+    rig_rail_release(ra);
+    rig_rail_release(rb);
+}
+
+static void test_loopback_jump(void)
+{
+    /* Both end a run of 3 transfers: (c - 1) % 3 == 2. */
+    check_jump(3 + 3 * (uint64_t)1000000000000ull, "10^12 runs");
+    check_jump((uint64_t)INT64_MAX - 1, "INT64_MAX - 1");
+}
+
 static void test_loopback_args(void)
 {
     rig_rail *a = NULL, *b = NULL;
@@ -757,8 +1013,12 @@ int main(void)
     CU_add_test(s, "count arithmetic n=1..7 to 10^6 and INT64_MAX",
                 test_count_arith);
     CU_add_test(s, "count advance is monotonic", test_count_advance);
+    CU_add_test(s, "carry_from skips only overwritten counts",
+                test_count_carry_from);
     CU_add_test(s, "end_make/rail_make arguments", test_end_make_args);
     CU_add_test(s, "ready, ready_fn, stop and fail", test_ready_semantics);
+    CU_add_test(s, "stop waits for wakes in flight", test_stop_waits_for_wake);
+    CU_add_test(s, "a failed count is never lowered", test_fail_stays);
     CU_add_test(s, "lifetime: rail and end keep each other",
                 test_lifetime_pair);
     CU_add_test(s, "lifetime: release once from 4 threads",
@@ -769,6 +1029,8 @@ int main(void)
                 test_loopback_random);
     CU_add_test(s, "loopback: ready from 4 threads loses nothing",
                 test_loopback_threads);
+    CU_add_test(s, "loopback: a jump to INT64_MAX - 1 carries two runs",
+                test_loopback_jump);
     CU_add_test(s, "loopback: bad arguments", test_loopback_args);
     return t_run_registry();
 }

@@ -136,6 +136,20 @@ RIG_API unsigned rig_count_copy(uint64_t c, size_t n);
  * the result would reach INT64_MAX. */
 RIG_API uint64_t rig_count_of(uint64_t run, size_t j, size_t n);
 
+/* The first count a carrier must carry when `ready` moved past `carried`
+ * (the last count it carried) in a direction of n >= 1 transfers: carried
+ * + 1, or, when more than two runs were readied at once, the first count
+ * of the last 2 * n.  Every count before it is followed, within the
+ * readied counts, by a count of the same transfer and the same copy (run
+ * + 2) that overwrites its bytes at the source and at the destination, so
+ * a carrier that carries from here up to ready in order moves the same
+ * bytes as one that carries every count -- and costs O(n) per wake, not
+ * O(runs readied): a jump of ready to INT64_MAX - 1 carries 2 * n
+ * transfers.  0 for invalid arguments (n == 0, ready <= carried or ready
+ * >= INT64_MAX).  Pure.  For providers. */
+RIG_API uint64_t rig_count_carry_from(uint64_t carried, uint64_t ready,
+                                      size_t n);
+
 /* Acquire load of the count at byte `at` (RIG_*_AT) of a counts area. */
 RIG_API uint64_t rig_count_load(const void *counts, size_t at);
 /* Raises the count at `at` to c with release order; never lowers it and
@@ -174,10 +188,13 @@ RIG_API void rig_end_ready(rig_end *e, uint64_t c);
 /* The end's ready function (never NULL for a valid end); NULL for NULL. */
 RIG_API rig_ready_fn rig_end_ready_fn(const rig_end *e);
 
-/* Waits until arrived (resp. sent) >= c: spins, then yields the core, then
- * sleeps briefly, so an oversubscribed node is not starved.  Returns true
- * when reached, false once the count is RIG_COUNT_FAILED (the job failed) or
- * for a NULL end.  Any thread. */
+/* Waits until arrived (resp. sent) >= c, polling as the process's wait
+ * mode says (spin, yield the core, or sleep in the kernel: rig/wait.h,
+ * RIG_WAIT), so an oversubscribed node is not starved.  Returns true when
+ * reached, false once the count is RIG_COUNT_FAILED (the job failed), and
+ * at once for a NULL end or c >= INT64_MAX (logged once).
+ * rig_end_test_arrived and rig_end_test_sent (rig/wait.h) tell these
+ * apart without waiting.  Any thread. */
 RIG_API bool rig_end_wait_arrived(const rig_end *e, uint64_t c);
 RIG_API bool rig_end_wait_sent(const rig_end *e, uint64_t c);
 /* As above with a limit: also false (and *timed_out true) after timeout_ms
@@ -372,5 +389,8 @@ RIG_API const char *rig_version(void);
 #ifdef __cplusplus
 }
 #endif
+
+/* Tests, waits over several ends, the wait mode and the run helpers. */
+#include <rig/wait.h>
 
 #endif

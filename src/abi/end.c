@@ -228,10 +228,23 @@ void rig_end_ready(rig_end *e, uint64_t c)
         RIG_COUNT_FAILED) {
         return;
     }
-    /* busy and live are both seq_cst, so rig_end_stop either sees this
-     * call in flight or this call sees the end stopped. */
-    atomic_fetch_add(&e->busy, 1);
-    if (atomic_load(&e->live)) {
+    /* The handshake with rig_end_stop is store-then-load on both sides:
+     * here busy++ then a load of live, there live = false then loads of
+     * busy.  All four are seq_cst, so they sit in one total order S,
+     * consistent with each object's modification order.  If the load of
+     * live here finds true, it precedes stop's store in S, so busy++ does
+     * too, and stop's first load of busy follows busy++ in S: it observes
+     * busy++ or a later modification (the older ones are all decrements
+     * that happen before busy++, since every write of busy is a
+     * read-modify-write continuing a release sequence).  So stop sees
+     * this call in flight and waits for the release decrement below,
+     * which its load (seq_cst, hence acquire) synchronises with: wake is
+     * over before the provider's state goes.  If the load finds false,
+     * wake is not called.  An acquire load in stop would not be in S and
+     * could miss busy++ while this load misses live = false (store
+     * buffering, allowed by C11 and by Arm's RCpc loads). */
+    atomic_fetch_add_explicit(&e->busy, 1, memory_order_seq_cst);
+    if (atomic_load_explicit(&e->live, memory_order_seq_cst)) {
         e->wake(e->self, c);
     }
     atomic_fetch_sub_explicit(&e->busy, 1, memory_order_release);
@@ -261,10 +274,11 @@ void rig_end_stop(rig_end *e)
     if (e == NULL) {
         return;
     }
-    atomic_store(&e->live, false);
+    /* seq_cst store, then seq_cst loads: see rig_end_ready. */
+    atomic_store_explicit(&e->live, false, memory_order_seq_cst);
     rig_live_remove(e);
     rig_backoff b = {0};
-    while (atomic_load_explicit(&e->busy, memory_order_acquire) != 0) {
+    while (atomic_load_explicit(&e->busy, memory_order_seq_cst) != 0) {
         rig_backoff_step(&b);
     }
 }
@@ -284,88 +298,6 @@ bool rig_end_failed(const rig_end *e)
     return e != NULL && (rig_end_ready_count(e) == RIG_COUNT_FAILED ||
                          rig_end_sent(e) == RIG_COUNT_FAILED ||
                          rig_end_arrived(e) == RIG_COUNT_FAILED);
-}
-
-/* Where count c lands (the first byte of its transfer in its inbound
- * copy), for a wait on `arrived` of an end that knows its receive list;
- * NULL otherwise.  A wait pulls that line into this cache while it polls,
- * so the count is the only line still to come.  Computed only once a wait
- * has to poll: a count that is there already costs no division. */
-static const char *landing(const rig_end *e, size_t at, uint64_t c)
-{
-    if (at != RIG_ARRIVED_AT || e->nland == 0 || c == 0 ||
-        c >= RIG_COUNT_FAILED) {
-        return NULL;
-    }
-    uint64_t k = (c - 1) % (2 * e->nland); /* copy 1 from nland on */
-    bool second = k >= e->nland;
-    return (const char *)e->inbound.base + (second ? e->inbound.len / 2 : 0) +
-           e->land[second ? k - e->nland : k];
-}
-
-static bool wait_count(const rig_end *e, size_t at, uint64_t c,
-                       uint32_t timeout_ms, bool *timed_out)
-{
-    if (timed_out != NULL) {
-        *timed_out = false;
-    }
-    if (e == NULL) {
-        return false;
-    }
-    _Atomic uint64_t *count =
-        (_Atomic uint64_t *)((uintptr_t)e->counts.base + at);
-    const char *pull = NULL;
-    rig_backoff b = {0};
-    uint64_t deadline = 0;
-    for (;;) {
-        uint64_t v = atomic_load_explicit(count, memory_order_acquire);
-        if (v == RIG_COUNT_FAILED) {
-            return false;
-        }
-        if (v >= c) {
-            return true;
-        }
-        if (timeout_ms != UINT32_MAX && (b.spins & 63) == 0) {
-            uint64_t now = rig_now_ns();
-            if (deadline == 0) {
-                deadline = now + (uint64_t)timeout_ms * 1000000u;
-            } else if (now >= deadline) {
-                if (timed_out != NULL) {
-                    *timed_out = true;
-                }
-                return false;
-            }
-        }
-        if (b.spins == 0) { /* the first miss: the count is not there */
-            pull = landing(e, at, c);
-        }
-        if (pull != NULL) {
-            __builtin_prefetch(pull, 0, 3);
-        }
-        rig_backoff_step(&b);
-    }
-}
-
-bool rig_end_wait_arrived(const rig_end *e, uint64_t c)
-{
-    return wait_count(e, RIG_ARRIVED_AT, c, UINT32_MAX, NULL);
-}
-
-bool rig_end_wait_sent(const rig_end *e, uint64_t c)
-{
-    return wait_count(e, RIG_SENT_AT, c, UINT32_MAX, NULL);
-}
-
-bool rig_end_wait_arrived_for(const rig_end *e, uint64_t c, uint32_t timeout_ms,
-                              bool *timed_out)
-{
-    return wait_count(e, RIG_ARRIVED_AT, c, timeout_ms, timed_out);
-}
-
-bool rig_end_wait_sent_for(const rig_end *e, uint64_t c, uint32_t timeout_ms,
-                           bool *timed_out)
-{
-    return wait_count(e, RIG_SENT_AT, c, timeout_ms, timed_out);
 }
 
 /* ---- shared references of a rail and its end ----------------------------- */

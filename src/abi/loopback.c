@@ -62,13 +62,23 @@ static void lb_wake(void *self, uint64_t c)
         return;
     }
     size_t out_copy = lf->outbound_len / 2, in_copy = lt->inbound_len / 2;
-    for (uint64_t k = me->carried + 1; k <= ready; k++) {
-        size_t j = rig_count_transfer(k, me->n);
-        unsigned copy = rig_count_copy(k, me->n);
-        const rig_transfer *t = &me->t[j];
-        memcpy(area_at(p, to, lt->inbound_at + copy * in_copy + t->dst),
-               area_at(p, from, lf->outbound_at + copy * out_copy + t->src),
-               (size_t)t->length);
+    /* Counts a later run overwrote are skipped: a wake costs at most 2n
+     * transfers however far ready jumped. */
+    uint64_t from_c = rig_count_carry_from(me->carried, ready, me->n);
+    if (from_c != 0) {
+        uint64_t run = rig_count_run(from_c, me->n);
+        size_t j = rig_count_transfer(from_c, me->n);
+        for (uint64_t k = from_c; k <= ready; k++) {
+            size_t copy = (size_t)(run % 2);
+            const rig_transfer *t = &me->t[j];
+            memcpy(area_at(p, to, lt->inbound_at + copy * in_copy + t->dst),
+                   area_at(p, from, lf->outbound_at + copy * out_copy + t->src),
+                   (size_t)t->length);
+            if (++j == me->n) {
+                j = 0;
+                run++;
+            }
+        }
     }
     if (ready > me->carried) {
         me->carried = ready;

@@ -14,6 +14,12 @@
 static const rig_setting settings[] = {
     /* every layer */
     {"RIG_LOG", "warn", "log level: error, warn, info or debug"},
+    /* waits (rig/wait.h) */
+    {"RIG_WAIT", "auto",
+     "how waits poll: auto (yield when oversubscribed, else spin first)|"
+     "spin|yield|block (sleep in the kernel)"},
+    {"RIG_WAIT_SLEEP_US", "1000",
+     "block: longest sleep, the bound on noticing a peer's store (us)"},
     /* rails (rig/job.h) */
     {"RIG_TRANSPORT", "ucx", "rail transport: ucx or mpi (MPI RMA)"},
     {"RIG_NUMA", "auto",

@@ -24,6 +24,7 @@
 
 #include <limits.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -228,11 +229,63 @@ static void node_key(char *out, size_t len)
 typedef struct {
     char name[256]; /* host name */
     int32_t pid;
-    char key[124]; /* node_key */
+    char key[124];     /* node_key */
+    uint64_t pus;      /* PUs of its binding (sched_getaffinity) */
+    uint64_t mask[16]; /* the first 1,024 of them */
 } rank_id;
 
+/* This rank's binding: the sched_getaffinity mask, which is hwloc's
+ * cpubind on Linux (the first 1,024 PUs in mask; pus counts them all). */
+static void binding(rank_id *me)
+{
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    if (sched_getaffinity(0, sizeof(set), &set) != 0) {
+        return;
+    }
+    me->pus = (uint64_t)CPU_COUNT(&set);
+    for (int i = 0; i < 16 * 64 && i < CPU_SETSIZE; i++) {
+        if (CPU_ISSET(i, &set)) {
+            me->mask[i / 64] |= 1ull << (i % 64);
+        }
+    }
+}
+
+/* Tells the waits (rig/wait.h) how many ranks of the job share this
+ * kernel's CPUs and how many PUs their bindings cover together, so that
+ * RIG_WAIT=auto yields on an oversubscribed node whatever the launcher
+ * says.  Ranks on one kernel (the boot id, node_key's first field) share
+ * its CPUs, whatever their host names or namespaces. */
+static void wait_hint(const rank_id *all, int n, const rank_id *me)
+{
+    size_t boot = strcspn(me->key, "/");
+    int local = 0;
+    uint64_t pus = 0, beyond = 0, mask[16] = {0};
+    for (int r = 0; r < n; r++) {
+        if (strncmp(all[r].key, me->key, boot) != 0 ||
+            all[r].key[boot] != '/') {
+            continue;
+        }
+        local++;
+        uint64_t listed = 0;
+        for (int w = 0; w < 16; w++) {
+            mask[w] |= all[r].mask[w];
+            listed += (uint64_t)__builtin_popcountll(all[r].mask[w]);
+        }
+        beyond += all[r].pus > listed ? all[r].pus - listed : 0;
+    }
+    for (int w = 0; w < 16; w++) {
+        pus += (uint64_t)__builtin_popcountll(mask[w]);
+    }
+    pus += beyond;
+    if (pus > 0) {
+        rig_wait_node(local, pus > INT_MAX ? INT_MAX : (int)pus);
+    }
+}
+
 /* One gather: the host records, every rank's pid and whether it shares
- * this node. */
+ * this node, and how many ranks share this kernel's CPUs (the waits'
+ * hint). */
 static bool ranks_learn(rig_job *job, char **err)
 {
     rank_id me = {.pid = (int32_t)getpid()};
@@ -240,6 +293,7 @@ static bool ranks_learn(rig_job *job, char **err)
         snprintf(me.name, sizeof(me.name), "unknown");
     }
     node_key(me.key, sizeof(me.key));
+    binding(&me);
     size_t n = (size_t)job->size;
     rank_id *all = calloc(n, sizeof(*all));
     job->hosts = calloc(n, sizeof(*job->hosts));
@@ -271,6 +325,7 @@ static bool ranks_learn(rig_job *job, char **err)
         h->host.threads = host_threads;
         h->host.impl = h;
     }
+    wait_hint(all, job->size, &me);
     free(all);
     return true;
 }

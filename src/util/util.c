@@ -148,8 +148,20 @@ uint64_t rig_now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+static _Atomic(bool (*)(void)) backoff_yields;
+
+void rig_backoff_yields(bool (*yields)(void))
+{
+    atomic_store_explicit(&backoff_yields, yields, memory_order_release);
+}
+
 void rig_backoff_step(rig_backoff *b)
 {
+    bool (*yields)(void) =
+        atomic_load_explicit(&backoff_yields, memory_order_acquire);
+    if (b->spins == 0 && yields != NULL && yields()) {
+        b->spins = 4096; /* a shared core: give it away from the start */
+    }
     uint32_t s = b->spins++;
     if (s < 4096) {
         rig_cpu_relax();

@@ -52,11 +52,17 @@ bool rig_env_u64(const char *name, uint64_t dflt, uint64_t *out, char **err);
 uint64_t rig_now_ns(void);
 
 /* A wait's backoff: spin, then yield the core, then sleep in growing steps
- * (at most 100 us) -- never a busy loop forever on an oversubscribed node. */
+ * (at most 100 us) -- never a busy loop forever on an oversubscribed node;
+ * when the process's wait mode gives the core away (yield, block, or auto
+ * on an oversubscribed node: rig/wait.h), it yields from the start. */
 typedef struct {
     uint32_t spins;
 } rig_backoff;
 void rig_backoff_step(rig_backoff *b);
+/* The question "does this process's wait mode give the core away?", asked
+ * by rig_backoff_step: the waits (src/abi/wait.c, a layer above) answer it
+ * and set it when the library loads; NULL: never (spin first). */
+void rig_backoff_yields(bool (*yields)(void));
 
 /* Mutexes with a lock order.  Each lock has a level (1..63), stated where
  * the lock is declared; a thread takes locks in increasing level only.
