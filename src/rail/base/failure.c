@@ -7,13 +7,15 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <stdio.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
-bool rig_failure_init(rig_failure *f, int rank, int size, char **err)
+bool rig_failure_init(rig_failure *f, int rank, int size,
+                      rig_failure_gone_fn on_gone, void *self, char **err)
 {
     memset(f, 0, sizeof(*f));
     atomic_init(&f->failed, false);
@@ -22,12 +24,17 @@ bool rig_failure_init(rig_failure *f, int rank, int size, char **err)
     atomic_init(&f->gone, -1);
     f->rank = rank;
     f->size = size;
+    f->on_gone = on_gone;
+    f->self = self;
     f->left = calloc((size_t)size, sizeof(*f->left));
     f->pid = calloc((size_t)size, sizeof(*f->pid));
+    f->local = calloc((size_t)size, sizeof(*f->local));
     f->pidfd = malloc((size_t)size * sizeof(*f->pidfd));
-    if (f->left == NULL || f->pid == NULL || f->pidfd == NULL) {
+    if (f->left == NULL || f->pid == NULL || f->local == NULL ||
+        f->pidfd == NULL) {
         free(f->left);
         free(f->pid);
+        free(f->local);
         free(f->pidfd);
         memset(f, 0, sizeof(*f));
         return rig_err(err, "nomem: failure tables for %d ranks", size);
@@ -46,6 +53,7 @@ void rig_failure_fini(rig_failure *f)
     }
     free(f->left);
     free(f->pid);
+    free(f->local);
     free(f->pidfd);
     free(atomic_load(&f->why));
     free(atomic_load(&f->seen));
@@ -124,18 +132,50 @@ int rig_failure_gone(const rig_failure *f)
     return atomic_load(&((rig_failure *)f)->gone);
 }
 
+void rig_failure_peer_gone(rig_failure *f, int r, const char *how)
+{
+    if (r < 0 || r >= f->size || r == f->rank) {
+        return;
+    }
+    char why[200];
+    if (f->pid[r] > 0) {
+        snprintf(why, sizeof(why),
+                 "failed: rank %d %s (pid %d, seen by rank %d)", r, how,
+                 (int)f->pid[r], f->rank);
+    } else {
+        snprintf(why, sizeof(why), "failed: rank %d %s (seen by rank %d)", r,
+                 how, f->rank);
+    }
+    f->on_gone(f->self, r, why);
+}
+
+const char *rig_failure_settled(rig_transport *t, uint64_t wait_ns)
+{
+    bool known = false;
+    const char *why = rig_transport_failed(t, &known);
+    uint64_t until = rig_now_ns() + wait_ns;
+    rig_backoff b = {0};
+    while (why != NULL && !known && rig_now_ns() < until) {
+        rig_backoff_step(&b);
+        why = rig_transport_failed(t, &known);
+    }
+    return why;
+}
+
 /* ---- peers' processes ---------------------------------------------------- */
 
 void rig_failure_know(rig_failure *f, const rig_transport_wiring *w)
 {
     for (int r = 0; r < f->size; r++) {
-        f->pid[r] = r != f->rank && w->local[r] ? w->pid[r] : 0;
+        f->pid[r] = r != f->rank ? w->pid[r] : 0;
+        f->local[r] = r != f->rank && w->local[r];
     }
 }
 
 bool rig_failure_watch(rig_failure *f, int r, char **err)
 {
-    if (r < 0 || r >= f->size || f->pid[r] <= 0 || f->pidfd[r] >= 0) {
+    if (r < 0 || r >= f->size || !f->local[r] || f->pid[r] <= 0 ||
+        f->pidfd[r] >= 0) {
         return true;
     }
 #ifdef SYS_pidfd_open
@@ -164,7 +204,7 @@ int rig_failure_fd(const rig_failure *f, int r)
 
 bool rig_failure_ended(const rig_failure *f, int r)
 {
-    if (r < 0 || r >= f->size || f->pid[r] <= 0) {
+    if (r < 0 || r >= f->size || !f->local[r] || f->pid[r] <= 0) {
         return false;
     }
     if (f->pidfd[r] >= 0) {
