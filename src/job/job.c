@@ -552,7 +552,8 @@ err_close:
          * is; the record (never listed) goes with the transport. */
         rig_window *w = job->window;
         MPI_Comm comm = job->comm;
-        rig_transport_close(job->t, true);
+        rig_window_end(w, true);
+        (void)rig_transport_close(job->t, true);
         rig_window_close(w, true);
         MPI_Comm_free(&comm);
         return false;
@@ -726,7 +727,7 @@ char *rig_end_failure(const rig_end *e)
  * also when MPI fails. */
 static bool close_barrier(rig_job *job)
 {
-    if (rig_transport_gone(job->t) >= 0) {
+    if (rig_transport_gone(job->t, NULL) >= 0) {
         return false;
     }
     MPI_Request req;
@@ -741,9 +742,12 @@ static bool close_barrier(rig_job *job)
             return false;
         }
         if (flag) {
-            return true;
+            /* A rank that gave its part before it died completes the
+             * barrier too; one known gone would never join the window's
+             * free. */
+            return rig_transport_gone(job->t, NULL) < 0;
         }
-        int left = rig_transport_gone(job->t);
+        int left = rig_transport_gone(job->t, NULL);
         if (left >= 0) {
             uint64_t now = rig_now_ns();
             if (since == 0) {
@@ -778,14 +782,22 @@ bool rig_job_close(rig_job *job)
      * arrives: then the window and communicator are abandoned (freeing
      * them is collective) and only local resources go. */
     bool all = close_barrier(job);
-    rig_transport_close(job->t, all);
+    /* No collective after the barrier: the window's free waits for
+     * MPI_Finalize (a rank that died after giving its part to the barrier
+     * would block it; MPI_Finalize waits for every rank anyway). */
+    rig_window_end(job->window, all);
+    all = rig_transport_gone(job->t, NULL) < 0 && all;
+    /* Its last look: a rank that died, even during the close, makes
+     * MPI_Finalize wait for good; one that left by finalizing MPI is
+     * there for MPI_Finalize. */
+    bool died = rig_transport_close(job->t, all);
     rig_window_close(job->window, all);
     job->window = NULL;
     if (all) {
-        MPI_Comm_free(&job->comm);
+        MPI_Comm_free(&job->comm); /* local: MPI's reference goes */
     }
     job_unref(job); /* the record goes with the transport, if not yet */
-    return all;
+    return !died;
 }
 
 /* ---- rig_info ------------------------------------------------------------ */

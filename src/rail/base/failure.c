@@ -22,6 +22,7 @@ bool rig_failure_init(rig_failure *f, int rank, int size,
     atomic_init(&f->why, NULL);
     atomic_init(&f->seen, NULL);
     atomic_init(&f->gone, -1);
+    atomic_init(&f->died, false);
     f->rank = rank;
     f->size = size;
     f->on_gone = on_gone;
@@ -40,7 +41,7 @@ bool rig_failure_init(rig_failure *f, int rank, int size,
         return rig_err(err, "nomem: failure tables for %d ranks", size);
     }
     for (int r = 0; r < size; r++) {
-        atomic_init(&f->left[r], false);
+        atomic_init(&f->left[r], 0);
         f->pidfd[r] = -1;
     }
     return true;
@@ -111,25 +112,43 @@ const char *rig_failure_reason(const rig_failure *f)
 
 /* ---- ranks that left ----------------------------------------------------- */
 
-bool rig_failure_left(rig_failure *f, int rank)
+bool rig_failure_left(rig_failure *f, int rank, int how)
 {
     if (rank < 0 || rank >= f->size) {
         return false;
     }
-    int none = -1;
-    atomic_compare_exchange_strong(&f->gone, &none, rank);
-    return !atomic_exchange(&f->left[rank], true);
+    unsigned char none = 0;
+    bool first = atomic_compare_exchange_strong(&f->left[rank], &none,
+                                                (unsigned char)how);
+    if (first && how == RIG_LEFT_DIED) {
+        atomic_store(&f->died, true);
+    }
+    /* After the flags: a reader that finds gone finds how it left. */
+    int nobody = -1;
+    atomic_compare_exchange_strong(&f->gone, &nobody, rank);
+    return first;
 }
 
 bool rig_failure_has_left(const rig_failure *f, int rank)
 {
-    return rank >= 0 && rank < f->size &&
-           atomic_load(&((rig_failure *)f)->left[rank]);
+    return rig_failure_how(f, rank) != 0;
+}
+
+int rig_failure_how(const rig_failure *f, int rank)
+{
+    return rank >= 0 && rank < f->size
+               ? atomic_load(&((rig_failure *)f)->left[rank])
+               : 0;
 }
 
 int rig_failure_gone(const rig_failure *f)
 {
     return atomic_load(&((rig_failure *)f)->gone);
+}
+
+bool rig_failure_died(const rig_failure *f)
+{
+    return atomic_load(&((rig_failure *)f)->died);
 }
 
 void rig_failure_peer_gone(rig_failure *f, int r, const char *how)
@@ -212,6 +231,17 @@ bool rig_failure_ended(const rig_failure *f, int r)
         return poll(&pf, 1, 0) > 0;
     }
     return f->polled && kill((pid_t)f->pid[r], 0) != 0 && errno == ESRCH;
+}
+
+int rig_failure_look(rig_failure *f)
+{
+    for (int r = 0; r < f->size; r++) {
+        if (r != f->rank && f->local[r] && !rig_failure_has_left(f, r) &&
+            (f->pidfd[r] >= 0 || f->polled) && rig_failure_ended(f, r)) {
+            rig_failure_peer_gone(f, r, "died");
+        }
+    }
+    return rig_failure_gone(f);
 }
 
 void rig_failure_unwatch(rig_failure *f, int r)

@@ -16,7 +16,9 @@
  *
  * Ranks that left.  A rank that died or finalized MPI with the job open
  * left it: no collective with it can complete.  rig_failure_left records
- * it (per rank, and the first one for rig_failure_gone).
+ * it (per rank, and the first one for rig_failure_gone), and whether it
+ * died: a rank that finalized MPI is still there for MPI_Finalize, a dead
+ * one never is (rig_failure_died).
  *
  * Rank r is gone.  Every source that finds a rank gone -- its pidfd, a
  * poll of its pid, a failed endpoint, and the heartbeat of a peer on
@@ -53,12 +55,13 @@ typedef struct {
     _Atomic(char *) why;  /* the first reason, malloc'd; NULL: none yet */
     _Atomic(char *) seen; /* a stand-in while no reason is known */
     atomic_int gone;      /* the first rank known to have left, or -1 */
+    atomic_bool died;     /* a rank left by dying (not by finalizing) */
     int rank, size;
-    atomic_bool *left; /* per rank: it left the job */
-    int32_t *pid;      /* per rank: its pid (0 until the wiring) */
-    bool *local;       /* per rank: on this node, so pid means a process */
-    int *pidfd;        /* per rank: its pidfd when watched, else -1 */
-    bool polled;       /* a watched peer has no pidfd: kill(pid, 0) */
+    atomic_uchar *left; /* per rank: 0 in the job, else RIG_LEFT_* */
+    int32_t *pid;       /* per rank: its pid (0 until the wiring) */
+    bool *local;        /* per rank: on this node, so pid means a process */
+    int *pidfd;         /* per rank: its pidfd when watched, else -1 */
+    bool polled;        /* a watched peer has no pidfd: kill(pid, 0) */
     rig_failure_gone_fn on_gone;
     void *self; /* the transport, for on_gone */
 } rig_failure;
@@ -82,11 +85,21 @@ bool rig_failure_known(const rig_failure *f);
 /* The reason (or stand-in) once failed, else NULL; valid until fini. */
 const char *rig_failure_reason(const rig_failure *f);
 
-/* Records that rank left the job; true the first time for that rank. */
-bool rig_failure_left(rig_failure *f, int rank);
-/* Whether rank left; the first rank known to have left, or -1. */
+/* How a rank left: it died (or its endpoint failed, most likely so); it
+ * finalized MPI with the job open; or its endpoint failed while closing,
+ * which it may have done itself having finished its close (not counted
+ * as a death). */
+enum { RIG_LEFT_DIED = 1, RIG_LEFT_FINALIZED = 2, RIG_LEFT_CLOSING = 3 };
+
+/* Records that rank left the job (how: RIG_LEFT_*); true the first time
+ * for that rank. */
+bool rig_failure_left(rig_failure *f, int rank, int how);
+/* Whether rank left; how it did (0: it did not); the first rank known to
+ * have left, or -1; whether any rank that left died. */
 bool rig_failure_has_left(const rig_failure *f, int rank);
+int rig_failure_how(const rig_failure *f, int rank);
 int rig_failure_gone(const rig_failure *f);
+bool rig_failure_died(const rig_failure *f);
 
 /* Rank r is gone (see above): how says what was seen ("died", "fell
  * silent for 1500 ms"); the reason handed to on_gone is "failed: rank R
@@ -113,7 +126,15 @@ int rig_failure_fd(const rig_failure *f, int r);
 /* Whether rank r, a watched peer, has ended (its pidfd is readable, or
  * kill(pid, 0) says it is gone).  Does not block. */
 bool rig_failure_ended(const rig_failure *f, int r);
-/* Stops watching rank r (closes its pidfd). */
+/* Stops watching rank r (closes its pidfd).  Not while another thread may
+ * look at it: a watcher keeps a dead rank's pidfd and skips it (left). */
 void rig_failure_unwatch(rig_failure *f, int r);
+
+/* Looks now, on the calling thread, at every watched rank that has not
+ * left, and takes each that ended as gone (rig_failure_peer_gone); then
+ * the first rank known gone, or -1.  For a decision that must not wait
+ * for the watcher's next look (the closing barrier completes with the
+ * part a rank gave before it died).  Any thread; no lock held. */
+int rig_failure_look(rig_failure *f);
 
 #endif

@@ -141,9 +141,12 @@ typedef void (*rig_transport_fail_fn)(rig_transport *t, const char *why);
 typedef const char *(*rig_transport_failed_fn)(rig_transport *t, bool *known);
 
 /* gone (required): a rank known to have left the job (it died, or
- * finalized MPI with the job open), or -1.  A collective with it would
- * never complete: the closing barrier polls this and gives up. */
-typedef int (*rig_transport_gone_fn)(rig_transport *t);
+ * finalized MPI with the job open), or -1; *died (may be NULL): whether a
+ * rank that left died (then MPI_Finalize would wait for it for good; a
+ * rank that finalized is there for it).  A collective with a rank gone
+ * would never complete: the closing barrier polls this and gives up.  It
+ * looks at same-node peers' processes on the calling thread too. */
+typedef int (*rig_transport_gone_fn)(rig_transport *t, bool *died);
 
 /* finalize (optional): MPI_Finalize is running on this rank with the job
  * open (the job learns it from an MPI_COMM_SELF attribute): fail the job
@@ -162,8 +165,11 @@ typedef void (*rig_transport_stop_fn)(rig_transport *t);
  * window and frees what no one holds; an end still held keeps its memory
  * (and the transport) until released.  A rank that dies during close must
  * not block it (a collective with a peer is preceded by a wait that gives
- * up on a peer gone).  The job calls only owns and failed afterwards. */
-typedef void (*rig_transport_close_fn)(rig_transport *t, bool all);
+ * up on a peer gone).  Returns whether a rank that left the job died, as
+ * a last look (same-node processes included) finds it: MPI_Finalize would
+ * wait for such a rank for good.  The job calls only owns and failed
+ * afterwards. */
+typedef bool (*rig_transport_close_fn)(rig_transport *t, bool all);
 
 /* info (optional): this transport's lines of rig_info ("  Name: value"),
  * with no job and without needing MPI initialised.  Errors: "system:".
@@ -232,9 +238,9 @@ static inline const char *rig_transport_failed(rig_transport *t, bool *known)
     return t->ops->failed(t, known);
 }
 
-static inline int rig_transport_gone(rig_transport *t)
+static inline int rig_transport_gone(rig_transport *t, bool *died)
 {
-    return t->ops->gone(t);
+    return t->ops->gone(t, died);
 }
 
 static inline void rig_transport_finalize(rig_transport *t, const char *why)
@@ -251,9 +257,9 @@ static inline void rig_transport_stop(rig_transport *t)
     t->ops->stop(t);
 }
 
-static inline void rig_transport_close(rig_transport *t, bool all)
+static inline bool rig_transport_close(rig_transport *t, bool all)
 {
-    t->ops->close(t, all);
+    return t->ops->close(t, all);
 }
 
 static inline bool rig_transport_describe(const rig_transport_ops *ops,

@@ -236,7 +236,7 @@ const char *rig_mpi_failed(rig_transport *t, bool *known)
 void rig_mpi_peer_gone(void *self, int r, const char *why)
 {
     rig_mpi *m = self;
-    if (!rig_failure_left(&m->fail, r)) {
+    if (!rig_failure_left(&m->fail, r, RIG_LEFT_DIED)) {
         return;
     }
     rig_lock(&m->lock, MPI_LOCK_LEVEL);
@@ -264,7 +264,7 @@ static void *watcher_main(void *arg)
         fds[k++] = (struct pollfd){.fd = m->wake_fd, .events = POLLIN};
         for (int r = 0; r < m->size; r++) {
             int fd = rig_failure_fd(&m->fail, r);
-            if (fd >= 0) {
+            if (fd >= 0 && !rig_failure_has_left(&m->fail, r)) {
                 rank_of[k] = r;
                 fds[k++] = (struct pollfd){.fd = fd, .events = POLLIN};
             }
@@ -280,7 +280,6 @@ static void *watcher_main(void *arg)
         }
         for (int i = 1; i < k && ready > 0; i++) {
             if (fds[i].revents != 0) {
-                rig_failure_unwatch(&m->fail, rank_of[i]);
                 rig_failure_peer_gone(&m->fail, rank_of[i], "died");
             }
         }
@@ -348,17 +347,21 @@ static void poll_left(rig_mpi *m)
            flag) {
         MPI_Recv(NULL, 0, MPI_BYTE, st.MPI_SOURCE, TAG_LEFT, m->comm,
                  MPI_STATUS_IGNORE);
-        rig_failure_left(&m->fail, st.MPI_SOURCE);
+        rig_failure_left(&m->fail, st.MPI_SOURCE, RIG_LEFT_FINALIZED);
     }
 }
 
-int rig_mpi_gone(rig_transport *t)
+int rig_mpi_gone(rig_transport *t, bool *died)
 {
     rig_mpi *m = rig_mpi_of(t);
     poll_left(m);
     poll_fail(m);
     rig_mpi_tell(m);
-    return rig_failure_gone(&m->fail);
+    int gone = rig_failure_look(&m->fail);
+    if (died != NULL) {
+        *died = rig_failure_died(&m->fail);
+    }
+    return gone;
 }
 
 /* MPI_Finalize runs with the job open: every rank learns why and that

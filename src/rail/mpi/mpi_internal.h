@@ -193,7 +193,7 @@ void rig_mpi_peer_gone(void *self, int r, const char *why);
 /* The ops table's failure slots. */
 void rig_mpi_fail(rig_transport *t, const char *why);
 const char *rig_mpi_failed(rig_transport *t, bool *known);
-int rig_mpi_gone(rig_transport *t);
+int rig_mpi_gone(rig_transport *t, bool *died);
 void rig_mpi_finalize(rig_transport *t, const char *why);
 
 #endif

@@ -4,6 +4,8 @@
  * why: mpi_internal.h. */
 #include "mpi_internal.h"
 
+#include "../base/finalize.h"
+
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -277,7 +279,7 @@ static void close_pair(rig_mpi *m, int peer, rig_mend **ends, size_t n)
             rig_mend *e = ends[i];
             if (!mine[i].held && !theirs[j].held && e->win != MPI_WIN_NULL) {
                 MPI_Win_unlock_all(e->win);
-                MPI_Win_free(&e->win);
+                rig_free_at_finalize(&e->win); /* see ../base/finalize.h */
             }
             i++;
             j++;
@@ -291,7 +293,7 @@ static void close_pair(rig_mpi *m, int peer, rig_mend **ends, size_t n)
  * collective of two), skipping peers that left the job; a failed job
  * frees none (the peer of any may be gone, or may have given up a step
  * of the pair protocol that this rank finished): they go with MPI. */
-static void mpi_close(rig_transport *t, bool every)
+static bool mpi_close(rig_transport *t, bool every)
 {
     (void)every; /* a rank that left is skipped pair by pair (gone) */
     rig_mpi *m = rig_mpi_of(t);
@@ -362,6 +364,8 @@ static void mpi_close(rig_transport *t, bool every)
         next = e->next;
         rig_mend_free(e);
     }
+    rig_failure_look(&m->fail); /* a death during the close */
+    bool died = rig_failure_died(&m->fail);
     rig_lock(&m->lock, MPI_LOCK_LEVEL);
     bool last = false;
     rig_mpi_unref_locked(m, &last);
@@ -369,6 +373,7 @@ static void mpi_close(rig_transport *t, bool every)
     if (last) {
         rig_mpi_free(m);
     }
+    return died;
 }
 
 /* ---- rig_info --------------------------------------------------------------

@@ -88,17 +88,22 @@ static ucs_status_t fail_am(void *arg, const void *header, size_t header_len,
     if (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) {
         return UCS_OK;
     }
-    /* The rank that left the job (or -1), then the reason. */
-    int32_t gone = -1;
-    if (len < sizeof(gone)) {
+    /* The rank that left the job (or -1) and how, then the reason. */
+    int32_t head[2] = {-1, 0};
+    if (len < sizeof(head)) {
         return UCS_OK;
     }
-    memcpy(&gone, data, sizeof(gone));
-    rig_failure_left(&u->fail, (int)gone); /* -1 or out of range: none */
+    memcpy(head, data, sizeof(head));
+    /* -1 or out of range: none */
+    int how = head[1];
+    rig_failure_left(&u->fail, (int)head[0],
+                     how == RIG_LEFT_FINALIZED || how == RIG_LEFT_CLOSING
+                         ? how
+                         : RIG_LEFT_DIED);
     char msg[RIG_FAIL_MSG_MAX];
-    len -= sizeof(gone);
+    len -= sizeof(head);
     size_t n = len < sizeof(msg) - 1 ? len : sizeof(msg) - 1;
-    memcpy(msg, (const char *)data + sizeof(gone), n);
+    memcpy(msg, (const char *)data + sizeof(head), n);
     msg[n] = '\0';
     /* Inside ucp_worker_progress, under the worker lock: the progress
      * thread fails the job. */
@@ -135,15 +140,16 @@ bool rig_fail_init(rig_ucx *u, char **err)
  * for the sends.  List and worker locks held. */
 static void broadcast(rig_ucx *u, const char *why)
 {
-    char msg[sizeof(int32_t) + RIG_FAIL_MSG_MAX];
-    int32_t gone = (int32_t)rig_failure_gone(&u->fail);
-    memcpy(msg, &gone, sizeof(gone));
+    char msg[2 * sizeof(int32_t) + RIG_FAIL_MSG_MAX];
+    int gone = rig_failure_gone(&u->fail);
+    int32_t head[2] = {(int32_t)gone, (int32_t)rig_failure_how(&u->fail, gone)};
+    memcpy(msg, head, sizeof(head));
     size_t len = strlen(why) + 1;
     if (len > RIG_FAIL_MSG_MAX) {
         len = RIG_FAIL_MSG_MAX;
     }
-    memcpy(msg + sizeof(gone), why, len);
-    len += sizeof(gone);
+    memcpy(msg + sizeof(head), why, len);
+    len += sizeof(head);
     void **req = calloc((size_t)u->size, sizeof(*req));
     if (req == NULL) {
         return;
@@ -208,7 +214,7 @@ static void fail_from(rig_ucx *u, const char *why, bool origin);
 void rig_ucx_peer_gone(void *self, int r, const char *why)
 {
     rig_ucx *u = self;
-    if (!rig_failure_left(&u->fail, r)) {
+    if (!rig_failure_left(&u->fail, r, RIG_LEFT_DIED)) {
         return; /* seen already */
     }
     fail_from(u, why, true);
@@ -286,9 +292,14 @@ void rig_fail_poll(rig_ucx *u)
 
 /* ---- failing ------------------------------------------------------------- */
 
-int rig_ucx_gone(rig_transport *t)
+int rig_ucx_gone(rig_transport *t, bool *died)
 {
-    return rig_failure_gone(&rig_ucx_of(t)->fail);
+    rig_ucx *u = rig_ucx_of(t);
+    int gone = rig_failure_look(&u->fail);
+    if (died != NULL) {
+        *died = rig_failure_died(&u->fail);
+    }
+    return gone;
 }
 
 /* Fails the job here: the failure state first, then every held end's
@@ -382,7 +393,7 @@ void rig_ucx_flush_fail(rig_ucx *u)
 void rig_ucx_finalize(rig_transport *t, const char *why)
 {
     rig_ucx *u = rig_ucx_of(t);
-    rig_failure_left(&u->fail, u->rank);
+    rig_failure_left(&u->fail, u->rank, RIG_LEFT_FINALIZED);
     rig_ucx_fail(t, why);
     rig_ucx_flush_fail(u);
 }

@@ -427,8 +427,10 @@ static void ep_error(void *arg, ucp_ep_h ep, ucs_status_t status)
             peer = r;
         }
     }
-    rig_failure_left(&u->fail, peer);
-    if (atomic_load(&u->closing)) {
+    bool closing = atomic_load(&u->closing);
+    rig_failure_left(&u->fail, peer,
+                     closing ? RIG_LEFT_CLOSING : RIG_LEFT_DIED);
+    if (closing) {
         return;
     }
     rig_ucx_fail_later(u, "failed: the endpoint to rank %d failed: %s", peer,
@@ -524,7 +526,7 @@ static void ucx_stop(rig_transport *t)
 }
 
 /* No collective: all is not needed. */
-static void ucx_close(rig_transport *t, bool all)
+static bool ucx_close(rig_transport *t, bool all)
 {
     (void)all;
     rig_ucx *u = rig_ucx_of(t);
@@ -583,7 +585,10 @@ static void ucx_close(rig_transport *t, bool all)
         next = e->next;
         rig_uend_free(e);
     }
+    rig_failure_look(&u->fail); /* a death during the close */
+    bool died = rig_failure_died(&u->fail);
     rig_ucx_unref(u);
+    return died;
 }
 
 /* ---- rig_info --------------------------------------------------------------

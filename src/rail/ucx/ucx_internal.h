@@ -284,7 +284,7 @@ void rig_ucx_flush_fail(rig_ucx *u);
 /* The ops table's failure slots. */
 void rig_ucx_fail(rig_transport *t, const char *why);
 const char *rig_ucx_failed(rig_transport *t, bool *known);
-int rig_ucx_gone(rig_transport *t);
+int rig_ucx_gone(rig_transport *t, bool *died);
 void rig_ucx_finalize(rig_transport *t, const char *why);
 
 #endif
