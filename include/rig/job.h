@@ -8,7 +8,7 @@
  * carries its rails (RIG_TRANSPORT below; each is a provider of rails in
  * the sense of rig/provider.h, behind one ops table inside rig), and one
  * dynamic MPI window through which every end of the job is also reachable
- * by MPI RMA.  The UCX transport has one UCX context and worker per
+ * by MPI RMA (freed at MPI_Finalize, see rig_job_close).  The UCX transport has one UCX context and worker per
  * process, their addresses exchanged at open, and one progress thread that
  * sleeps when nothing is outstanding.  Every rank of the communicator is a
  * *machine* of the job and has a host record (rig_job_host).
@@ -59,26 +59,29 @@
  * MPICH 4.0, without ULFM) has no collective that survives a dead rank:
  *   - MPI collectives a death blocks for good: rig_job_open (MPI_Comm_dup,
  *     MPI_Allreduce, MPI_Allgather[v], MPI_Win_create_dynamic: every rank
- *     must get through it alive); the MPI transport's rig_job_rail, in the
- *     step after both ranks' offers (MPI_Comm_create_group on the pair's
- *     first rail, MPI_Win_allocate[_shared], MPI_Win_free of rails both
- *     released), if the peer dies, or its job fails, within that step;
- *     rig_job_close after every rank reached its closing barrier
- *     (MPI_Win_free of the job's window, MPI_Comm_free, the MPI
- *     transport's MPI_Win_free of its windows), if a rank dies within
- *     those steps;
- *   - calls that a death never blocks: rig_job_rail's exchanges (sends
- *     and receives tested against the job's failure), the UCX transport's
- *     rig_job_rail, rig_job_close's closing barrier (an MPI_Ibarrier that
- *     gives up on a rank that left), every wait of an end, rig_end_ready,
- *     rig_job_fail, rig_job_failed, rig_job_failure, rig_end_failure;
+ *     must get through it alive); with RIG_TRANSPORT=mpi, rig_job_rail in
+ *     the step after both ranks' offers (MPI_Comm_create_group on the
+ *     pair's first rail, MPI_Win_allocate[_shared], MPI_Win_free of the
+ *     rails both released), if the peer dies, or its job fails, within
+ *     that step; MPI_Finalize, which frees the windows of the jobs closed
+ *     whole (MPI_Win_free, a barrier: rig_job_close leaves it there so as
+ *     to call no collective after its closing barrier).
+ *   - calls that a death never blocks: rig_job_close (its closing barrier
+ *     is an MPI_Ibarrier that gives up on a rank that left, and nothing
+ *     collective follows it), rig_job_rail's exchanges (sends and receives
+ *     tested against the job's failure), the UCX transport's rig_job_rail,
+ *     every wait of an end, rig_end_ready, rig_job_fail, rig_job_failed,
+ *     rig_job_failure, rig_end_failure.
  *   - MPI_Finalize after a rank died never returns (Open MPI 4.1, even
  *     under --enable-recovery); without --enable-recovery Open MPI's
- *     mpirun ends every rank when one dies.
+ *     mpirun ends every rank when one dies.  rig_job_close says whether a
+ *     rank died (looking last at the ranks of its node); a rank on another
+ *     node that dies after the close, or during it unseen by keepalive,
+ *     still makes MPI_Finalize wait.
  * So a code ends like this (mpi_tests/failure/test_neverhang.c does):
  *
  *     bool failed = rig_job_failed(job);
- *     if (!rig_job_close(job)) {  // a rank left: MPI_Finalize would hang
+ *     if (!rig_job_close(job)) {  // a rank died: MPI_Finalize would hang
  *         fflush(NULL);
  *         exit(EXIT_FAILURE);     // not MPI_Finalize
  *     }
@@ -210,9 +213,10 @@ RIG_API const rig_host *rig_job_host(const rig_job *job, int rank);
 
 /* The job's dynamic MPI window: every end of the job is attached to it at
  * the address of its memory (see rig_job_rail_disp), so MPI RMA reaches
- * it.  The window belongs to the job (do not free it), lives until
- * rig_job_close and returns MPI errors (MPI_ERRORS_RETURN).  False with
- * "invalid:" for NULL arguments.  Any thread.
+ * it.  The window belongs to the job (do not free it), may be used until
+ * rig_job_close (rig frees it at MPI_Finalize) and returns MPI errors
+ * (MPI_ERRORS_RETURN).  False with "invalid:" for a job that is not open
+ * or a NULL out.  Any thread.
  *
  * Why a dynamic window: ends must be allocated by UCX for same-node peers
  * to map them (MPI_Win_allocate memory is MPI's), and rails are made pair
@@ -287,9 +291,14 @@ RIG_API char *rig_end_failure(const rig_end *e);
  * waited for, even if it dies during the close: the close then returns
  * within 2 s of the death.
  *
- * True when every rank of the job reached its close: none left, and
- * MPI_Finalize may follow (the job may still have failed: rig_job_failed
- * before the close says so).  False when a rank left the job, so that
+ * No MPI collective follows the closing barrier (a rank that gave its
+ * part and then died would block it): the window's MPI_Win_free waits
+ * for MPI_Finalize, which frees it (and every window of the job) first.
+ *
+ * True when no rank of the job died: MPI_Finalize may follow (the job
+ * may still have failed -- rig_job_failed before the close says so --
+ * and a rank that finalized MPI without closing is there for
+ * MPI_Finalize).  False when a rank died, even during the close, so that
  * MPI_Finalize would wait for it for ever: end the process without it
  * (exit, above); false also for NULL or a job that is not open (nothing
  * done; logged).  No other call may use job concurrently or after. */

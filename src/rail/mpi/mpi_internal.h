@@ -44,10 +44,12 @@
  * the release hook: a window lives until both ranks released its rail
  * and say so in the pair protocol's next offers (../base/handshake.h),
  * which frees it then (MPI_Win_free by both, in id order), or until
- * rig_job_close, which frees those of rails neither rank holds (one
- * exchange per pair).  A failed job frees no window (a collective with a
- * peer that may be gone): they go with MPI.  An end held over the close
- * keeps its window (its memory) until MPI_Finalize. */
+ * rig_job_close, which hands those of rails neither rank holds (one
+ * exchange per pair, giving up on a peer gone) to MPI_Finalize to free
+ * (../base/finalize.h: no collective after the closing barrier).  A
+ * failed job frees no window (a collective with a peer that may be
+ * gone): they go with MPI.  An end held over the close keeps its window
+ * (its memory) until MPI_Finalize. */
 #ifndef RIG_MPI_INTERNAL_H
 #define RIG_MPI_INTERNAL_H
 

@@ -251,9 +251,10 @@ static bool close_swap(rig_mpi *m, int peer, const close_entry *mine, size_t n,
 }
 
 /* Frees the windows of the rails with peer that neither rank holds: both
- * ranks swap their lists (ids and held) and free the rails in both with
- * neither holding, in id order.  Rails this rank gave up on or never
- * finished alone (a failed exchange) are in one list only and stay. */
+ * ranks swap their lists (ids and held) and hand the rails in both with
+ * neither holding, in id order, to MPI_Finalize to free.  Rails this rank
+ * gave up on or never finished alone (a failed exchange) are in one list
+ * only and stay. */
 static void close_pair(rig_mpi *m, int peer, rig_mend **ends, size_t n)
 {
     qsort(ends, n, sizeof(*ends), by_id);
@@ -290,9 +291,10 @@ static void close_pair(rig_mpi *m, int peer, rig_mend **ends, size_t n)
 }
 
 /* The windows of rails no rank holds are freed pair by pair (each a
- * collective of two), skipping peers that left the job; a failed job
- * frees none (the peer of any may be gone, or may have given up a step
- * of the pair protocol that this rank finished): they go with MPI. */
+ * collective of two, at MPI_Finalize), skipping peers that left the job;
+ * a failed job frees none (the peer of any may be gone, or may have given
+ * up a step of the pair protocol that this rank finished): they go with
+ * MPI. */
 static bool mpi_close(rig_transport *t, bool every)
 {
     (void)every; /* a rank that left is skipped pair by pair (gone) */
