@@ -37,7 +37,7 @@ FAILURE_TEST_FILES = \
 	mpi_tests/failure/hang_stop_np2.mpi \
 	mpi_tests/failure/hang_stop_tcp_np2.mpi
 EXTRA_DIST += $(FAILURE_TEST_FILES) mpi_tests/failure/soak.sh \
-	mpi_tests/failure/test_harness.sh
+	mpi_tests/failure/test_harness.sh mpi_tests/failure/repeat.sh
 
 # mpitest.sh's own verdicts (a skip never hides a failure); needs no MPI.
 TESTS += mpi_tests/failure/test_harness.sh

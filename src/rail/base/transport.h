@@ -59,8 +59,9 @@ typedef struct {
     rig_switch cuda; /* documents which ones it honours */
     rig_switch shm_stores;
     /* Called once, from the thread that frees the transport (close, or
-     * the release of the last end held past it), as its last act: the
-     * transport is gone when it returns.  Not called when open fails. */
+     * the release of the last end held past it), just before it frees
+     * itself, with no lock of its own held: the job drops every way to
+     * reach it.  Not called when open fails. */
     void (*freed)(void *arg);
     void *freed_arg;
 } rig_transport_params;

@@ -27,8 +27,10 @@ void rig_mpi_unref_locked(rig_mpi *m, bool *last)
 
 void rig_mpi_free(rig_mpi *m)
 {
-    void (*freed)(void *) = m->freed;
-    void *arg = m->freed_arg;
+    /* The job lets go of its record first: nothing reaches m after. */
+    if (m->freed != NULL) {
+        m->freed(m->freed_arg);
+    }
     free(m->pair);
     free(m->shared);
     rig_failure_fini(&m->fail);
@@ -37,9 +39,6 @@ void rig_mpi_free(rig_mpi *m)
     }
     pthread_mutex_destroy(&m->lock);
     free(m);
-    if (freed != NULL) {
-        freed(arg);
-    }
 }
 
 /* ---- open and wire --------------------------------------------------------

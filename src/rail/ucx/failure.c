@@ -312,16 +312,13 @@ static void fail_from(rig_ucx *u, const char *why, bool origin)
 {
     rig_lock(&u->list_lock, UCX_LOCK_LIST);
     bool first = !rig_failure_failed(&u->fail);
-    if (first) {
+    /* The first reason (a stand-in is none) says who tells every rank. */
+    bool reason = why != NULL && rig_failure_set(&u->fail, why);
+    if (reason) {
         u->fail_origin = origin;
-        atomic_store(&u->told, false);
-    }
-    if (why != NULL) {
-        bool reason = rig_failure_set(&u->fail, why);
-        if (reason) {
-            rig_log(RIG_LOG_WARN, "rank %d: the job failed: %s", u->rank,
-                    rig_failure_reason(&u->fail));
-        }
+        atomic_store(&u->told, !origin);
+        rig_log(RIG_LOG_WARN, "rank %d: the job failed: %s", u->rank,
+                rig_failure_reason(&u->fail));
     }
     for (rig_uend *e = u->ends; e != NULL; e = e->next) {
         if (e->held) {
@@ -329,7 +326,7 @@ static void fail_from(rig_ucx *u, const char *why, bool origin)
         }
     }
     rig_unlock(&u->list_lock, UCX_LOCK_LIST);
-    if (first) {
+    if (first || reason) {
         atomic_store(&u->tell_peers, true);
         rig_ucx_kick(u);
     }
@@ -375,6 +372,11 @@ const char *rig_ucx_failed(rig_transport *t, bool *known)
         }
     }
     rig_unlock(&u->list_lock, UCX_LOCK_LIST);
+    if (e != NULL) {
+        /* The peers of this rank's other rails, at once. */
+        atomic_store(&u->tell_peers, true);
+        rig_ucx_kick(u);
+    }
     if (known != NULL) {
         *known = rig_failure_known(&u->fail);
     }

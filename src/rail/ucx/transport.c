@@ -499,12 +499,11 @@ void rig_ucx_unref(rig_ucx *u)
     long left = --u->refs;
     rig_unlock(&u->list_lock, UCX_LOCK_LIST);
     if (left == 0) {
-        void (*freed)(void *) = u->freed;
-        void *arg = u->freed_arg;
-        ucx_free(u);
-        if (freed != NULL) {
-            freed(arg);
+        /* The job lets go of its record first: nothing reaches u after. */
+        if (u->freed != NULL) {
+            u->freed(u->freed_arg);
         }
+        ucx_free(u);
     }
 }
 
