@@ -16,9 +16,9 @@
 #                              them into MPICH's where MPICH has them)
 #   status=nonzero             the run must end with a nonzero status (a
 #                              rank is killed on purpose); default zero
-# Exit: 0 pass, 77 when the program printed "SKIP: reason", 99 for a bad
-# .mpi file, 1 otherwise (a wrong exit status, a FAIL line, a timeout, or a
-# rank left running after mpirun ended).
+# Exit: 1 for a FAIL line, a wrong exit status, a timeout or a rank left
+# running after mpirun ended -- whatever any rank printed besides; else 77
+# when a rank printed "SKIP: reason"; 99 for a bad .mpi file; 0 pass.
 #
 # Every rank gets RIG_TEST_RUN=<unique id>: after the run, processes that
 # still carry it are orphans (killed, and the test fails).  Shared-memory
@@ -200,19 +200,27 @@ if { [ $rc -eq 124 ] || [ $rc -eq 137 ]; } && [ "$took" -ge "$limit" ]; then
     rm -f "$out"
     exit 1
 fi
-if grep -q '^SKIP:' "$out"; then
-    rm -f "$out"
-    exit 77
-fi
+# A skip never hides a failure: one rank's SKIP line says nothing of the
+# others, so a FAIL line or a wrong exit status (a rank that crashed or
+# aborted) fails the test first, and only a run that ended as it should
+# is then a skip if a rank printed SKIP.
+skipped=false
+grep -q '^SKIP:' "$out" && skipped=true
 if grep -q '^FAIL' "$out"; then
     rm -f "$out"
     exit 1
 fi
 rm -f "$out"
 if [ "$want" = nonzero ]; then
-    [ $rc -ne 0 ] || { echo "mpitest: exit status 0, expected nonzero"; exit 1; }
+    if [ $rc -eq 0 ]; then
+        # The rank meant to die did not: fine only if the test said why.
+        $skipped && exit 77
+        echo "mpitest: exit status 0, expected nonzero"
+        exit 1
+    fi
     echo "mpitest: exit status $rc, as expected (ended in ${took}s)"
     exit 0
 fi
 [ $rc -eq 0 ] || { echo "mpitest: exit status $rc"; exit 1; }
+$skipped && exit 77
 exit 0

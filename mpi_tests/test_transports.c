@@ -55,6 +55,7 @@ static void test_required_slots(void)
         {offsetof(rig_transport_ops, wire), "wire"},
         {offsetof(rig_transport_ops, rail), "rail"},
         {offsetof(rig_transport_ops, rail_far), "rail_far"},
+        {offsetof(rig_transport_ops, owns), "owns"},
         {offsetof(rig_transport_ops, fail), "fail"},
         {offsetof(rig_transport_ops, failed), "failed"},
         {offsetof(rig_transport_ops, gone), "gone"},

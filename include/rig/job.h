@@ -8,7 +8,7 @@
  * carries its rails (RIG_TRANSPORT below; each is a provider of rails in
  * the sense of rig/provider.h, behind one ops table inside rig), and one
  * dynamic MPI window through which every end of the job is also reachable
- * by MPI RMA.  The UCX transport has one UCX context and worker per
+ * by MPI RMA (freed at MPI_Finalize, see rig_job_close).  The UCX transport has one UCX context and worker per
  * process, their addresses exchanged at open, and one progress thread that
  * sleeps when nothing is outstanding.  Every rank of the communicator is a
  * *machine* of the job and has a host record (rig_job_host).
@@ -31,9 +31,65 @@
  *
  * rig_end_ready on a rail carries every transfer up to the count inline on
  * the calling thread when it can (a mapped peer: plain stores, one release
- * store of `arrived`); otherwise it posts UCX puts and the progress thread
- * finishes them.  Ends fail (every count raised to RIG_COUNT_FAILED) when a
- * peer dies, a put fails, or rig_job_fail is called.
+ * compare-and-swap of `arrived`); otherwise it posts UCX puts and the
+ * progress thread finishes them.  Ends fail (every count raised to
+ * RIG_COUNT_FAILED) when a peer dies, a put fails, or rig_job_fail is
+ * called.  A released rail's ends are freed (memory, registration, their
+ * place in the job's window) once both ranks released it: the pair's next
+ * rig_job_rail, or rig_job_close.
+ *
+ * Failure.  Every rank of the job watches every other: a rank on the same
+ * node through its process (a pidfd: a death is seen at once), a rank on
+ * another node through UCX keepalive (RIG_KEEPALIVE_MS; the MPI transport
+ * has none across nodes).  The rank that sees a failure tells every rank,
+ * whatever rails they share, and every count of every end of every rank
+ * still running goes to RIG_COUNT_FAILED and stays there: no wait blocks,
+ * rig_job_rail fails with "failed: <why>", and rig_job_close gives up on a
+ * rank that left, each within 2 s of the death (measured: tens of ms on
+ * one node).  A rank that is stopped (SIGSTOP), or that spins or deadlocks
+ * without dying, is not a failure: a silent rank on the same node is never
+ * taken for gone, however long it is silent, and its peers' waits wait for
+ * it (use rig_end_wait_arrived_for for a bound of your own); a rank on
+ * another node is taken for gone when UCX keepalive finds its connection
+ * dead (a stopped process's kernel still answers).  What arrived before a
+ * failure stays readable; what the landing areas hold then is
+ * unspecified.
+ *
+ * What rig cannot fix, and how to end a failed job.  MPI (Open MPI 4.1,
+ * MPICH 4.0, without ULFM) has no collective that survives a dead rank:
+ *   - MPI collectives a death blocks for good: rig_job_open (MPI_Comm_dup,
+ *     MPI_Allreduce, MPI_Allgather[v], MPI_Win_create_dynamic: every rank
+ *     must get through it alive); with RIG_TRANSPORT=mpi, rig_job_rail in
+ *     the step after both ranks' offers (MPI_Comm_create_group on the
+ *     pair's first rail, MPI_Win_allocate[_shared], MPI_Win_free of the
+ *     rails both released), if the peer dies, or its job fails, within
+ *     that step; MPI_Finalize, which frees the windows of the jobs closed
+ *     whole (MPI_Win_free, a barrier: rig_job_close leaves it there so as
+ *     to call no collective after its closing barrier).
+ *   - calls that a death never blocks: rig_job_close (its closing barrier
+ *     is an MPI_Ibarrier that gives up on a rank that left, and nothing
+ *     collective follows it), rig_job_rail's exchanges (sends and receives
+ *     tested against the job's failure), the UCX transport's rig_job_rail,
+ *     every wait of an end, rig_end_ready, rig_job_fail, rig_job_failed,
+ *     rig_job_failure, rig_end_failure.
+ *   - MPI_Finalize after a rank died never returns (Open MPI 4.1, even
+ *     under --enable-recovery); without --enable-recovery Open MPI's
+ *     mpirun ends every rank when one dies.  rig_job_close says whether a
+ *     rank died (looking last at the ranks of its node); a rank on another
+ *     node that dies after the close, or during it unseen by keepalive,
+ *     still makes MPI_Finalize wait.
+ * So a code ends like this (mpi_tests/failure/test_neverhang.c does):
+ *
+ *     bool failed = rig_job_failed(job);
+ *     if (!rig_job_close(job)) {  // a rank died: MPI_Finalize would hang
+ *         fflush(NULL);
+ *         exit(EXIT_FAILURE);     // not MPI_Finalize
+ *     }
+ *     MPI_Finalize();
+ *     return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+ *
+ * (mpirun --enable-recovery of Open MPI 4.1 reports 0 however the
+ * survivors exit: say the outcome in your output as well.)
  *
  * Settings: rig_job_options, each overridable by a RIG_* environment
  * variable, which wins (rig_settings() lists them, rig_info prints them):
@@ -42,9 +98,12 @@
  *                   communicator); rig_end_ready then calls MPI on the
  *                   caller's thread (below MPI_THREAD_MULTIPLE, treat it as
  *                   an MPI call, as rig_job_failed then too), a peer's
- *                   death is seen on its node only (a pidfd), and windows
- *                   are freed at rig_job_close.  RIG_NUMA, RIG_CUDA and
- *                   RIG_SHM_STORES apply to "ucx" only.
+ *                   death is seen on its node only (a pidfd, by every
+ *                   rank of that node) and reaches other nodes when a
+ *                   rank of that node next calls rig, and windows are
+ *                   freed when both ranks released a rail (the pair's
+ *                   next rig_job_rail) or at rig_job_close.  RIG_NUMA,
+ *                   RIG_CUDA and RIG_SHM_STORES apply to "ucx" only.
  *   RIG_NUMA        "auto" (bind ends to the rank's NUMA node) | "off"
  *   RIG_CUDA        "auto" (cuMemHostRegister when a GPU is present) | "off"
  *   RIG_SHM_STORES  "auto" (plain stores to mapped same-node peers) | "off"
@@ -114,6 +173,13 @@ RIG_API bool rig_job_open(MPI_Comm comm, const rig_job_options *opt,
 RIG_API int rig_job_rank(const rig_job *job);
 RIG_API int rig_job_size(const rig_job *job);
 
+/* Every function below checks its job: NULL, a job already closed, or a
+ * pointer that is no open job of this process gets "invalid:" (or -1,
+ * NULL, false, nothing done, as each says) and a warning logged once --
+ * never a read of freed memory, so rig_job_close twice is harmless.  The
+ * one thing rig cannot tell is a stale pointer to a closed job whose
+ * address a later rig_job_open got again: that is the new job. */
+
 /* Makes a rail between this rank and peer that carries send[0..nsend) from
  * this rank and receive[0..nreceive) to it.  peer calls it too, naming this
  * rank, with the lists swapped; calls between a pair are matched in order.
@@ -147,9 +213,10 @@ RIG_API const rig_host *rig_job_host(const rig_job *job, int rank);
 
 /* The job's dynamic MPI window: every end of the job is attached to it at
  * the address of its memory (see rig_job_rail_disp), so MPI RMA reaches
- * it.  The window belongs to the job (do not free it), lives until
- * rig_job_close and returns MPI errors (MPI_ERRORS_RETURN).  False with
- * "invalid:" for NULL arguments.  Any thread.
+ * it.  The window belongs to the job (do not free it), may be used until
+ * rig_job_close (rig frees it at MPI_Finalize) and returns MPI errors
+ * (MPI_ERRORS_RETURN).  False with "invalid:" for a job that is not open
+ * or a NULL out.  Any thread.
  *
  * Why a dynamic window: ends must be allocated by UCX for same-node peers
  * to map them (MPI_Win_allocate memory is MPI's), and rails are made pair
@@ -180,28 +247,62 @@ RIG_API bool rig_job_rail_disp(const rig_job *job, const rig_rail *rail,
                                rig_job_peer_end *out, char **err);
 
 /* Fails the job here: every count of every live end of the job is raised
- * to RIG_COUNT_FAILED for good, every peer this rank has rails with is told
- * (their ends of those rails fail too), and later rig_job_rail calls fail
- * with "failed: <why>".  why may be NULL.  Idempotent; any thread; not
- * collective. */
+ * to RIG_COUNT_FAILED for good, every rank of the job is told (their ends
+ * fail too), and later rig_job_rail calls fail with "failed: <why>".  why
+ * may be NULL.  Idempotent; any thread; not collective.  A job that is
+ * not open: nothing (logged). */
 RIG_API void rig_job_fail(rig_job *job, const char *why);
 
-/* Whether the job failed (here, or told by a peer). */
+/* Whether the job failed (here, or told by a peer); false for a job that
+ * is not open.  It agrees with the counts: once a wait on an end of the
+ * job returned false (a count at RIG_COUNT_FAILED), rig_job_failed is
+ * true; and once it returned true, every count of every end this rank
+ * holds is at RIG_COUNT_FAILED.  (Between two ends there is no such
+ * instant: a peer raises the count of its rail first, and this rank's
+ * other ends follow when this rank takes the failure in -- at once when
+ * its own thread notices, or when it calls rig_job_failed.)  Any thread
+ * (with RIG_TRANSPORT=mpi below MPI_THREAD_MULTIPLE, an MPI call). */
 RIG_API bool rig_job_failed(const rig_job *job);
 
 /* Why the job failed: the first reason this rank learned ("failed: rank 1
- * died (pid 21252, seen by rank 0)"), malloc'd (the caller frees it), or
- * NULL when it has not failed, for NULL, or when out of memory.  Any
- * thread. */
+ * died (pid 21252, seen by rank 0)"), the same words on every rank that
+ * learned it from the rank that saw it, malloc'd (the caller frees it);
+ * NULL when it has not failed, for a job that is not open, or when out of
+ * memory.  When this rank saw the failure only in a count a peer raised,
+ * the reason is on its way: it waits for it up to 1 s, then answers a
+ * stand-in ("failed: rank 0's end of rail N was failed by rank 2 (the
+ * reason is on its way)").  Any thread (as rig_job_failed). */
 RIG_API char *rig_job_failure(const rig_job *job);
+
+/* The same for code that holds only an end (a program, a callback): why
+ * the job whose rail e belongs to failed, as rig_job_failure says it, for
+ * as long as e is held -- after rig_job_close too (then without waiting).
+ * NULL when that job has not failed, when e is NULL, not held, or not an
+ * end of a job's rail (another provider's), or when out of memory.  Any
+ * thread. */
+RIG_API char *rig_end_failure(const rig_end *e);
 
 /* Closes the job: stops every transfer of every rail (ends stay readable
  * and ready only advances the count), stops the progress thread, frees the
  * window and the ends no one holds; an end still held (a rail or an end
  * reference) keeps its memory until released.  Collective over the job's
- * communicator, which must still be usable (MPI not finalized).  NULL is
- * ignored.  No other call may use job concurrently or after. */
-RIG_API void rig_job_close(rig_job *job);
+ * communicator, which must still be usable (MPI not finalized); a rank
+ * that left the job (died, or finalized MPI without closing) is not
+ * waited for, even if it dies during the close: the close then returns
+ * within 2 s of the death.
+ *
+ * No MPI collective follows the closing barrier (a rank that gave its
+ * part and then died would block it): the window's MPI_Win_free waits
+ * for MPI_Finalize, which frees it (and every window of the job) first.
+ *
+ * True when no rank of the job died: MPI_Finalize may follow (the job
+ * may still have failed -- rig_job_failed before the close says so --
+ * and a rank that finalized MPI without closing is there for
+ * MPI_Finalize).  False when a rank died, even during the close, so that
+ * MPI_Finalize would wait for it for ever: end the process without it
+ * (exit, above); false also for NULL or a job that is not open (nothing
+ * done; logged).  No other call may use job concurrently or after. */
+RIG_API bool rig_job_close(rig_job *job);
 
 /* Prints the transport section of rig_info to out: the transport a job
  * would pick (or why the settings do not resolve), then every transport of

@@ -56,10 +56,12 @@
  *        copy rig_count_copy(k, n): length bytes from src in that copy of
  *        the outbound to dst in that copy of the peer's inbound;
  *      - then, and only once the bytes are visible at the receiver, raise
- *        the receiver's `arrived` to ready with a release store
- *        (rig_count_advance(peer_counts, RIG_ARRIVED_AT, ready) when you
- *        can store there; an atomic remote write otherwise).  One store
- *        per batch, however many transfers it covers;
+ *        the receiver's `arrived` to ready with release order, never
+ *        lowering it (rig_count_advance(peer_counts, RIG_ARRIVED_AT,
+ *        ready) when you can store there, a compare-and-swap; a remote
+ *        atomic otherwise -- not a plain store, which could lower a count
+ *        the receiver just raised to RIG_COUNT_FAILED).  One update per
+ *        batch, however many transfers it covers;
  *      - raise the sender's `sent` (rig_count_advance(counts,
  *        RIG_SENT_AT, c)) as soon as the sources up to c may be written
  *        again -- maybe before `arrived` moves, never before the bytes
@@ -88,8 +90,9 @@
  *    may read them -- and so must everything wake uses.  After it, wake is
  *    never called again, but a peer may still be writing into this end's
  *    inbound: free the memory only when the peer can no longer write (the
- *    UCX and MPI transports keep it until the job closes; the loopback
- *    provider until both ends are released).  A thread of your own that
+ *    UCX and MPI transports once both ranks released the rail, which
+ *    they agree on in the pair's next rig_job_rail, or at close; the
+ *    loopback provider when both ends are released).  A thread of your own that
  *    carries must be done with the end before its memory goes: release
  *    the thread's hold in release and let the last holder free.
  *

@@ -365,6 +365,68 @@ static void run_neutral(rig_job *job)
     T_ASSERT(t == NULL);
 }
 
+/* ---- jobs that are not open -------------------------------------------- */
+
+/* Every call on a job that is closed, or on a pointer that is no job:
+ * refused ("invalid:" naming the job) or a neutral value, never a read of
+ * the memory (ASan would say so). */
+static void run_not_open(rig_job *job, const char *what)
+{
+    static const rig_transfer t = {0, 0, 8};
+    rig_rail *r = NULL;
+    char *msg = NULL;
+    T_ERR(rig_job_rail(job, 0, &t, 1, &t, 1, &r, &t_err), "invalid: ", "job",
+          &msg);
+    T_ASSERT(r == NULL);
+    if (strstr(msg, what) == NULL) {
+        T_FAIL("\"%s\" lacks \"%s\"", msg, what);
+    }
+    free(msg);
+    MPI_Win w = MPI_WIN_NULL;
+    T_ERR(rig_job_window(job, &w, &t_err), "invalid: ", "job", NULL);
+    rig_job_peer_end pe;
+    T_ERR(rig_job_rail_disp(job, (const rig_rail *)&t, &pe, &t_err),
+          "invalid: ", "job", NULL);
+    T_EQ(rig_job_rank(job), (uint64_t)-1);
+    T_EQ(rig_job_size(job), (uint64_t)-1);
+    T_ASSERT(rig_job_host(job, 0) == NULL);
+    T_ASSERT(rig_job_rail_peer(job, (const rig_rail *)&t) == -1);
+    rig_job_fail(job, "on a job that is not open");
+    T_ASSERT(!rig_job_failed(job));
+    T_ASSERT(rig_job_failure(job) == NULL);
+    T_ASSERT(!rig_job_close(job)); /* closing twice is harmless */
+}
+
+static void run_closed(void)
+{
+    /* Closed and gone. */
+    rig_job *job = NULL;
+    T_OK(rig_job_open(MPI_COMM_WORLD, NULL, &job, &t_err));
+    T_ASSERT(rig_job_close(job));
+    run_not_open(job, "not a job");
+    /* Closed, its record kept by an end held past the close. */
+    T_OK(rig_job_open(MPI_COMM_WORLD, NULL, &job, &t_err));
+    rig_rail *r = NULL;
+    T_OK(rig_job_rail(job, 1 - t_rank, t8, 1, t8, 1, &r, &t_err));
+    T_ASSERT(rig_end_failure(rig_rail_local(r)) == NULL);
+    T_ASSERT(rig_job_close(job));
+    run_not_open(job, "was closed");
+    T_ASSERT(rig_end_failure(rig_rail_local(r)) == NULL); /* not failed */
+    rig_rail_release(r);
+    run_not_open(job, "not a job");
+    /* Not a job at all. */
+    int x = 7;
+    run_not_open((rig_job *)&x, "not a job");
+    T_EQ(x, 7);
+    /* rig_end_failure: no end, another provider's end. */
+    T_ASSERT(rig_end_failure(NULL) == NULL);
+    rig_rail *a = NULL, *b = NULL;
+    T_OK(rig_loopback_make(3, t8, 1, t8, 1, &a, &b, &t_err));
+    T_ASSERT(rig_end_failure(rig_rail_local(a)) == NULL);
+    rig_rail_release(a);
+    rig_rail_release(b);
+}
+
 int main(int argc, char **argv)
 {
     (void)argc;
@@ -400,7 +462,8 @@ int main(int argc, char **argv)
     T_ERR(rig_job_rail(job, 1 - t_rank, t8, 1, t8, 1, &r, &t_err),
           "failed: ", "bad input test", NULL);
     MPI_Barrier(MPI_COMM_WORLD);
-    rig_job_close(job);
+    T_ASSERT(rig_job_close(job)); /* failed, but every rank is there */
+    run_closed();
     if (t_rank == 0) {
         printf("bad input cases: %zu open, %zu rail and accessors, %zu "
                "lists\n",

@@ -12,11 +12,21 @@
  * barrier that gives up on a rank that left.  A rail's id is
  * (pair << 32) | k for the k-th rail of the pair, pair = lo * size + hi:
  * the same at both ends, unique in the job, and needing no
- * communication. */
+ * communication.
+ *
+ * The jobs of the process.  Every public call checks its job against the
+ * list of this process's job records (under jobs_lock, comparing
+ * pointers only), so that a NULL, a closed job or a pointer that is no
+ * job gets "invalid:" (or -1, NULL, false) instead of a read of freed
+ * memory.  A record lives while the user has not closed the job or the
+ * transport has not freed itself (an end held past close keeps it, and
+ * rig_end_failure finds that end's job through it): two references,
+ * dropped by close and by the transport's freed hook. */
 #include "config.h"
 
 #include "rig/job.h"
 
+#include "../rail/base/failure.h"
 #include "../rail/base/transport.h"
 #include "../rail/base/window.h"
 #include "../rail/transports.h"
@@ -31,7 +41,15 @@
 #include <unistd.h>
 
 #define RIG_MACHINE_MAX 300
+#define JOBS_LOCK_LEVEL 5 /* jobs_lock: before every other lock */
 #define JOB_LOCK_LEVEL 10 /* job->lock: alone, before any transport's */
+
+/* A rank that left during the closing barrier is given up on only after
+ * this long: a rank that finished its close (and so the barrier) may drop
+ * its endpoints or exit while this rank's barrier is still completing,
+ * and is then taken for gone; a barrier that completes in the grace is
+ * whole.  A death during close costs it once. */
+#define CLOSE_GRACE_NS 100000000ull
 
 typedef struct {
     rig_host host;
@@ -51,7 +69,15 @@ struct rig_job {
     int32_t *pid; /* every rank's process id */
     bool *local;  /* every rank: shares this rank's kernel and pid space */
     int self_key; /* MPI_COMM_SELF attribute: finalize without close */
+    /* jobs_lock: */
+    rig_job *next_job; /* the list of job records */
+    int refs;          /* close + the transport (see above) */
+    bool closed;       /* rig_job_close began */
 };
+
+static pthread_mutex_t jobs_lock = PTHREAD_MUTEX_INITIALIZER;
+static rig_job *jobs;
+static int bad_job_logged;
 
 static bool mpi_fail(char **err, int rc, const char *call)
 {
@@ -61,6 +87,69 @@ static bool mpi_fail(char **err, int rc, const char *call)
         snprintf(s, sizeof(s), "MPI error %d", rc);
     }
     return rig_err(err, "system: %s failed: %s", call, s);
+}
+
+/* ---- the jobs of the process ----------------------------------------------
+ */
+
+static void job_free(rig_job *job);
+
+/* Whether job is a record of this process; jobs_lock held. */
+static bool job_listed(const rig_job *job)
+{
+    const rig_job *j = jobs;
+    while (j != NULL && j != job) {
+        j = j->next_job;
+    }
+    return j != NULL;
+}
+
+/* job as a caller handed it: an open job of this process; else false with
+ * "invalid:" naming why (and logged once, for callers without err). */
+static bool job_check(const rig_job *job, const char *fn, char **err)
+{
+    if (job == NULL) {
+        return rig_err(err, "invalid: job is NULL");
+    }
+    rig_lock(&jobs_lock, JOBS_LOCK_LEVEL);
+    bool listed = job_listed(job);
+    bool closed = listed && job->closed;
+    rig_unlock(&jobs_lock, JOBS_LOCK_LEVEL);
+    if (listed && !closed) {
+        return true;
+    }
+    const char *what = closed ? "was closed"
+                              : "is not a job of this process (closed and "
+                                "gone, or never opened)";
+    rig_log_once(&bad_job_logged, RIG_LOG_WARN,
+                 "%s: job %p %s: the call is ignored", fn, (const void *)job,
+                 what);
+    return rig_err(err, "invalid: job %p %s", (const void *)job, what);
+}
+
+static void job_unref(rig_job *job)
+{
+    rig_lock(&jobs_lock, JOBS_LOCK_LEVEL);
+    bool last = --job->refs == 0;
+    if (last) {
+        rig_job **pp = &jobs;
+        while (*pp != NULL && *pp != job) {
+            pp = &(*pp)->next_job;
+        }
+        if (*pp == job) {
+            *pp = job->next_job;
+        }
+    }
+    rig_unlock(&jobs_lock, JOBS_LOCK_LEVEL);
+    if (last) {
+        job_free(job);
+    }
+}
+
+/* The transport's freed hook: it is gone. */
+static void transport_freed(void *arg)
+{
+    job_unref(arg);
 }
 
 /* ---- options ------------------------------------------------------------- */
@@ -193,7 +282,8 @@ static bool host_rail(const rig_host *h, const rig_host *peer,
 
 const rig_host *rig_job_host(const rig_job *job, int rank)
 {
-    if (job == NULL || rank < 0 || rank >= job->size) {
+    if (!job_check(job, "rig_job_host", NULL) || rank < 0 ||
+        rank >= job->size) {
         return NULL;
     }
     return &job->hosts[rank].host;
@@ -344,7 +434,10 @@ static int finalize_hook(MPI_Comm comm, int key, void *val, void *extra)
     (void)key;
     (void)extra;
     rig_job *job = val;
-    if (job == NULL || job->self_key == MPI_KEYVAL_INVALID) {
+    rig_lock(&jobs_lock, JOBS_LOCK_LEVEL);
+    bool open = job != NULL && job_listed(job) && !job->closed;
+    rig_unlock(&jobs_lock, JOBS_LOCK_LEVEL);
+    if (!open || job->self_key == MPI_KEYVAL_INVALID) {
         return MPI_SUCCESS; /* rig_job_close is removing it */
     }
     char why[128];
@@ -463,6 +556,8 @@ bool rig_job_open(MPI_Comm comm, const rig_job_options *opt, rig_job **out,
         .comm = job->comm,
         .rank = job->rank,
         .size = job->size,
+        .freed = transport_freed,
+        .freed_arg = job,
     };
     bool ok = options_resolve(opt, &ops, &p, err);
     if (ok) {
@@ -494,6 +589,11 @@ bool rig_job_open(MPI_Comm comm, const rig_job_options *opt, rig_job **out,
     if (!agree(job, ok, err)) {
         goto err_close;
     }
+    job->refs = 2; /* the user's, until close; the transport's */
+    rig_lock(&jobs_lock, JOBS_LOCK_LEVEL);
+    job->next_job = jobs;
+    jobs = job;
+    rig_unlock(&jobs_lock, JOBS_LOCK_LEVEL);
     finalize_watch(job);
     *out = job;
     return true;
@@ -501,9 +601,18 @@ bool rig_job_open(MPI_Comm comm, const rig_job_options *opt, rig_job **out,
 err_close:
     if (job->t != NULL) {
         rig_transport_stop(job->t);
-        rig_transport_close(job->t, true);
+        job->refs = 1; /* the transport's freed hook frees the record */
+        job->closed = true;
+        /* Every rank is here (agree is collective): the window's free
+         * is; the record (never listed) goes with the transport. */
+        rig_window *w = job->window;
+        MPI_Comm comm = job->comm;
+        rig_window_end(w, true);
+        (void)rig_transport_close(job->t, true);
+        rig_window_close(w, true);
+        MPI_Comm_free(&comm);
+        return false;
     }
-    /* Every rank is here (agree is collective): the window's free is. */
     rig_window_close(job->window, true);
     MPI_Comm_free(&job->comm);
     job_free(job);
@@ -512,12 +621,12 @@ err_close:
 
 int rig_job_rank(const rig_job *job)
 {
-    return job != NULL ? job->rank : -1;
+    return job_check(job, "rig_job_rank", NULL) ? job->rank : -1;
 }
 
 int rig_job_size(const rig_job *job)
 {
-    return job != NULL ? job->size : -1;
+    return job_check(job, "rig_job_size", NULL) ? job->size : -1;
 }
 
 /* ---- rails --------------------------------------------------------------- */
@@ -526,8 +635,8 @@ bool rig_job_rail(rig_job *job, int peer, const rig_transfer *send,
                   size_t nsend, const rig_transfer *receive, size_t nreceive,
                   rig_rail **out, char **err)
 {
-    if (job == NULL) {
-        return rig_err(err, "invalid: job is NULL");
+    if (!job_check(job, "rig_job_rail", err)) {
+        return false;
     }
     if (out == NULL) {
         return rig_err(err, "invalid: out is NULL");
@@ -545,9 +654,9 @@ bool rig_job_rail(rig_job *job, int peer, const rig_transfer *send,
                        send == NULL && nsend > 0 ? nsend : nreceive);
     }
     /* A failed job makes no rail, and the peer may be gone: no contact. */
-    const char *failed = rig_transport_failed(job->t);
-    if (failed != NULL) {
-        return rig_err(err, "%s", failed);
+    if (rig_transport_failed(job->t, NULL) != NULL) {
+        return rig_err(err, "%s",
+                       rig_failure_settled(job->t, RIG_REASON_WAIT_NS));
     }
     rig_lock(&job->lock, JOB_LOCK_LEVEL);
     uint64_t seq = job->seq[peer]++;
@@ -563,7 +672,7 @@ bool rig_job_rail(rig_job *job, int peer, const rig_transfer *send,
 int rig_job_rail_peer(const rig_job *job, const rig_rail *rail)
 {
     rig_rail_far far;
-    if (job == NULL || rail == NULL ||
+    if (!job_check(job, "rig_job_rail_peer", NULL) || rail == NULL ||
         !rig_transport_rail_far(job->t, rail, &far)) {
         return -1;
     }
@@ -572,8 +681,11 @@ int rig_job_rail_peer(const rig_job *job, const rig_rail *rail)
 
 bool rig_job_window(const rig_job *job, MPI_Win *out, char **err)
 {
-    if (job == NULL || out == NULL) {
-        return rig_err(err, "invalid: %s is NULL", job == NULL ? "job" : "out");
+    if (!job_check(job, "rig_job_window", err)) {
+        return false;
+    }
+    if (out == NULL) {
+        return rig_err(err, "invalid: out is NULL");
     }
     *out = rig_window_win(job->window);
     return true;
@@ -582,11 +694,12 @@ bool rig_job_window(const rig_job *job, MPI_Win *out, char **err)
 bool rig_job_rail_disp(const rig_job *job, const rig_rail *rail,
                        rig_job_peer_end *out, char **err)
 {
-    if (job == NULL || rail == NULL || out == NULL) {
+    if (!job_check(job, "rig_job_rail_disp", err)) {
+        return false;
+    }
+    if (rail == NULL || out == NULL) {
         return rig_err(err, "invalid: %s is NULL",
-                       job == NULL    ? "job"
-                       : rail == NULL ? "rail"
-                                      : "out");
+                       rail == NULL ? "rail" : "out");
     }
     rig_rail_far far;
     if (!rig_transport_rail_far(job->t, rail, &far)) {
@@ -611,7 +724,7 @@ bool rig_job_rail_disp(const rig_job *job, const rig_rail *rail,
 
 void rig_job_fail(rig_job *job, const char *why)
 {
-    if (job == NULL) {
+    if (!job_check(job, "rig_job_fail", NULL)) {
         return;
     }
     char *msg = NULL;
@@ -623,24 +736,53 @@ void rig_job_fail(rig_job *job, const char *why)
 
 bool rig_job_failed(const rig_job *job)
 {
-    return job != NULL && rig_transport_failed(job->t) != NULL;
+    return job_check(job, "rig_job_failed", NULL) &&
+           rig_transport_failed(job->t, NULL) != NULL;
+}
+
+/* The reason t's job failed, malloc'd, or NULL; a stand-in (the reason
+ * on its way) is waited for a while, unless the job is closed (then
+ * nothing more comes). */
+static char *failure_of(rig_transport *t, bool closed)
+{
+    const char *why = rig_failure_settled(t, closed ? 0 : RIG_REASON_WAIT_NS);
+    return why != NULL ? strdup(why) : NULL;
 }
 
 char *rig_job_failure(const rig_job *job)
 {
-    if (job == NULL) {
+    if (!job_check(job, "rig_job_failure", NULL)) {
         return NULL;
     }
-    const char *why = rig_transport_failed(job->t);
-    return why != NULL ? strdup(why) : NULL;
+    return failure_of(job->t, false);
+}
+
+char *rig_end_failure(const rig_end *e)
+{
+    if (e == NULL) {
+        return NULL;
+    }
+    /* An end held keeps its transport, and so its job's record, alive:
+     * the record found stays valid after the lock is let go. */
+    rig_lock(&jobs_lock, JOBS_LOCK_LEVEL);
+    rig_job *job = jobs;
+    while (job != NULL && !rig_transport_owns(job->t, e)) {
+        job = job->next_job;
+    }
+    bool closed = job != NULL && job->closed;
+    rig_unlock(&jobs_lock, JOBS_LOCK_LEVEL);
+    return job != NULL ? failure_of(job->t, closed) : NULL;
 }
 
 /* MPI_Ibarrier on the job's communicator that gives up (false) once the
  * transport names a rank that left the job, so closing never waits for a
- * dead rank.  False also when MPI fails. */
+ * dead rank.  A rank that left before this rank's close began is gone
+ * for sure; one that leaves during the barrier may instead have finished
+ * its own close, so it is given up on only after CLOSE_GRACE_NS.  False
+ * also when MPI fails. */
 static bool close_barrier(rig_job *job)
 {
-    if (rig_transport_gone(job->t) >= 0) {
+    if (rig_transport_gone(job->t, NULL) >= 0) {
         return false;
     }
     MPI_Request req;
@@ -648,30 +790,46 @@ static bool close_barrier(rig_job *job)
         return false;
     }
     rig_backoff b = {0};
+    uint64_t since = 0;
     for (;;) {
         int flag = 0;
         if (MPI_Test(&req, &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS) {
             return false;
         }
         if (flag) {
-            return true;
+            /* A rank that gave its part before it died completes the
+             * barrier too; one known gone would never join the window's
+             * free. */
+            return rig_transport_gone(job->t, NULL) < 0;
         }
-        int left = rig_transport_gone(job->t);
+        int left = rig_transport_gone(job->t, NULL);
         if (left >= 0) {
-            rig_log(RIG_LOG_WARN,
-                    "rank %d: closing the job without rank %d, which left it",
-                    job->rank, left);
-            return false; /* the request is abandoned with the comm */
+            uint64_t now = rig_now_ns();
+            if (since == 0) {
+                since = now;
+            } else if (now - since > CLOSE_GRACE_NS) {
+                rig_log(RIG_LOG_WARN,
+                        "rank %d: closing the job without rank %d, which "
+                        "left it",
+                        job->rank, left);
+                return false; /* the request is abandoned with the comm */
+            }
         }
         rig_backoff_step(&b);
     }
 }
 
-void rig_job_close(rig_job *job)
+bool rig_job_close(rig_job *job)
 {
     if (job == NULL) {
-        return;
+        return false;
     }
+    if (!job_check(job, "rig_job_close", NULL)) {
+        return false;
+    }
+    rig_lock(&jobs_lock, JOBS_LOCK_LEVEL);
+    job->closed = true;
+    rig_unlock(&jobs_lock, JOBS_LOCK_LEVEL);
     finalize_unwatch(job);
     rig_transport_stop(job->t);
     /* Every rank stopped carrying before any memory, endpoint or window
@@ -679,12 +837,22 @@ void rig_job_close(rig_job *job)
      * arrives: then the window and communicator are abandoned (freeing
      * them is collective) and only local resources go. */
     bool all = close_barrier(job);
-    rig_transport_close(job->t, all);
+    /* No collective after the barrier: the window's free waits for
+     * MPI_Finalize (a rank that died after giving its part to the barrier
+     * would block it; MPI_Finalize waits for every rank anyway). */
+    rig_window_end(job->window, all);
+    all = rig_transport_gone(job->t, NULL) < 0 && all;
+    /* Its last look: a rank that died, even during the close, makes
+     * MPI_Finalize wait for good; one that left by finalizing MPI is
+     * there for MPI_Finalize. */
+    bool died = rig_transport_close(job->t, all);
     rig_window_close(job->window, all);
+    job->window = NULL;
     if (all) {
-        MPI_Comm_free(&job->comm);
+        MPI_Comm_free(&job->comm); /* local: MPI's reference goes */
     }
-    job_free(job);
+    job_unref(job); /* the record goes with the transport, if not yet */
+    return !died;
 }
 
 /* ---- rig_info ------------------------------------------------------------ */

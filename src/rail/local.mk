@@ -16,6 +16,8 @@ src_rail_librail_la_SOURCES = \
 	src/rail/base/carrier.c \
 	src/rail/base/window.h \
 	src/rail/base/window.c \
+	src/rail/base/finalize.h \
+	src/rail/base/finalize.c \
 	src/rail/base/failure.h \
 	src/rail/base/failure.c \
 	src/rail/ucx/ucx_internal.h \

@@ -36,6 +36,7 @@ bool rig_transport_check(const rig_transport_ops *ops, char **err)
                           : ops->wire == NULL     ? "wire"
                           : ops->rail == NULL     ? "rail"
                           : ops->rail_far == NULL ? "rail_far"
+                          : ops->owns == NULL     ? "owns"
                           : ops->fail == NULL     ? "fail"
                           : ops->failed == NULL   ? "failed"
                           : ops->gone == NULL     ? "gone"

@@ -28,4 +28,25 @@ void rig_wake_serial(atomic_uint_fast64_t *wakes, void (*carry)(void *),
 uint64_t rig_carry_due(const uint8_t *counts, uint64_t *carried, size_t nsend,
                        int64_t id);
 
+/* Where a carry from carried to ready starts, for n transfers a run: a
+ * copy of each landing area holds only the last run that used it, so of
+ * a jump past two runs only the last 2n counts need moving (each
+ * transfer's last run in each copy, in order); earlier ones would land
+ * where these land next.  Returns the count to carry from (carried, or
+ * ready - 2n) and, when it jumped, sets *run and *j to the run and
+ * transfer of that count + 1.  O(1): a jump of any size costs at most 2n
+ * transfers. */
+static inline uint64_t rig_carry_from(uint64_t carried, uint64_t ready,
+                                      size_t n, uint64_t *run, size_t *j)
+{
+    uint64_t two = 2 * (uint64_t)n;
+    if (ready - carried <= two) {
+        return carried;
+    }
+    uint64_t from = ready - two;
+    *run = from / n;
+    *j = (size_t)(from % n);
+    return from;
+}
+
 #endif

@@ -7,33 +7,41 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <stdio.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
-bool rig_failure_init(rig_failure *f, int rank, int size, char **err)
+bool rig_failure_init(rig_failure *f, int rank, int size,
+                      rig_failure_gone_fn on_gone, void *self, char **err)
 {
     memset(f, 0, sizeof(*f));
     atomic_init(&f->failed, false);
     atomic_init(&f->why, NULL);
     atomic_init(&f->seen, NULL);
     atomic_init(&f->gone, -1);
+    atomic_init(&f->died, false);
     f->rank = rank;
     f->size = size;
+    f->on_gone = on_gone;
+    f->self = self;
     f->left = calloc((size_t)size, sizeof(*f->left));
     f->pid = calloc((size_t)size, sizeof(*f->pid));
+    f->local = calloc((size_t)size, sizeof(*f->local));
     f->pidfd = malloc((size_t)size * sizeof(*f->pidfd));
-    if (f->left == NULL || f->pid == NULL || f->pidfd == NULL) {
+    if (f->left == NULL || f->pid == NULL || f->local == NULL ||
+        f->pidfd == NULL) {
         free(f->left);
         free(f->pid);
+        free(f->local);
         free(f->pidfd);
         memset(f, 0, sizeof(*f));
         return rig_err(err, "nomem: failure tables for %d ranks", size);
     }
     for (int r = 0; r < size; r++) {
-        atomic_init(&f->left[r], false);
+        atomic_init(&f->left[r], 0);
         f->pidfd[r] = -1;
     }
     return true;
@@ -46,6 +54,7 @@ void rig_failure_fini(rig_failure *f)
     }
     free(f->left);
     free(f->pid);
+    free(f->local);
     free(f->pidfd);
     free(atomic_load(&f->why));
     free(atomic_load(&f->seen));
@@ -103,20 +112,33 @@ const char *rig_failure_reason(const rig_failure *f)
 
 /* ---- ranks that left ----------------------------------------------------- */
 
-bool rig_failure_left(rig_failure *f, int rank)
+bool rig_failure_left(rig_failure *f, int rank, int how)
 {
     if (rank < 0 || rank >= f->size) {
         return false;
     }
-    int none = -1;
-    atomic_compare_exchange_strong(&f->gone, &none, rank);
-    return !atomic_exchange(&f->left[rank], true);
+    unsigned char none = 0;
+    bool first = atomic_compare_exchange_strong(&f->left[rank], &none,
+                                                (unsigned char)how);
+    if (first && how == RIG_LEFT_DIED) {
+        atomic_store(&f->died, true);
+    }
+    /* After the flags: a reader that finds gone finds how it left. */
+    int nobody = -1;
+    atomic_compare_exchange_strong(&f->gone, &nobody, rank);
+    return first;
 }
 
 bool rig_failure_has_left(const rig_failure *f, int rank)
 {
-    return rank >= 0 && rank < f->size &&
-           atomic_load(&((rig_failure *)f)->left[rank]);
+    return rig_failure_how(f, rank) != 0;
+}
+
+int rig_failure_how(const rig_failure *f, int rank)
+{
+    return rank >= 0 && rank < f->size
+               ? atomic_load(&((rig_failure *)f)->left[rank])
+               : 0;
 }
 
 int rig_failure_gone(const rig_failure *f)
@@ -124,18 +146,55 @@ int rig_failure_gone(const rig_failure *f)
     return atomic_load(&((rig_failure *)f)->gone);
 }
 
+bool rig_failure_died(const rig_failure *f)
+{
+    return atomic_load(&((rig_failure *)f)->died);
+}
+
+void rig_failure_peer_gone(rig_failure *f, int r, const char *how)
+{
+    if (r < 0 || r >= f->size || r == f->rank) {
+        return;
+    }
+    char why[200];
+    if (f->pid[r] > 0) {
+        snprintf(why, sizeof(why),
+                 "failed: rank %d %s (pid %d, seen by rank %d)", r, how,
+                 (int)f->pid[r], f->rank);
+    } else {
+        snprintf(why, sizeof(why), "failed: rank %d %s (seen by rank %d)", r,
+                 how, f->rank);
+    }
+    f->on_gone(f->self, r, why);
+}
+
+const char *rig_failure_settled(rig_transport *t, uint64_t wait_ns)
+{
+    bool known = false;
+    const char *why = rig_transport_failed(t, &known);
+    uint64_t until = rig_now_ns() + wait_ns;
+    rig_backoff b = {0};
+    while (why != NULL && !known && rig_now_ns() < until) {
+        rig_backoff_step(&b);
+        why = rig_transport_failed(t, &known);
+    }
+    return why;
+}
+
 /* ---- peers' processes ---------------------------------------------------- */
 
 void rig_failure_know(rig_failure *f, const rig_transport_wiring *w)
 {
     for (int r = 0; r < f->size; r++) {
-        f->pid[r] = r != f->rank && w->local[r] ? w->pid[r] : 0;
+        f->pid[r] = r != f->rank ? w->pid[r] : 0;
+        f->local[r] = r != f->rank && w->local[r];
     }
 }
 
 bool rig_failure_watch(rig_failure *f, int r, char **err)
 {
-    if (r < 0 || r >= f->size || f->pid[r] <= 0 || f->pidfd[r] >= 0) {
+    if (r < 0 || r >= f->size || !f->local[r] || f->pid[r] <= 0 ||
+        f->pidfd[r] >= 0) {
         return true;
     }
 #ifdef SYS_pidfd_open
@@ -164,7 +223,7 @@ int rig_failure_fd(const rig_failure *f, int r)
 
 bool rig_failure_ended(const rig_failure *f, int r)
 {
-    if (r < 0 || r >= f->size || f->pid[r] <= 0) {
+    if (r < 0 || r >= f->size || !f->local[r] || f->pid[r] <= 0) {
         return false;
     }
     if (f->pidfd[r] >= 0) {
@@ -172,6 +231,17 @@ bool rig_failure_ended(const rig_failure *f, int r)
         return poll(&pf, 1, 0) > 0;
     }
     return f->polled && kill((pid_t)f->pid[r], 0) != 0 && errno == ESRCH;
+}
+
+int rig_failure_look(rig_failure *f)
+{
+    for (int r = 0; r < f->size; r++) {
+        if (r != f->rank && f->local[r] && !rig_failure_has_left(f, r) &&
+            (f->pidfd[r] >= 0 || f->polled) && rig_failure_ended(f, r)) {
+            rig_failure_peer_gone(f, r, "died");
+        }
+    }
+    return rig_failure_gone(f);
 }
 
 void rig_failure_unwatch(rig_failure *f, int r)

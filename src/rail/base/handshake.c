@@ -24,13 +24,14 @@ typedef struct {
     uint32_t magic;
     int32_t status;
     int64_t id;
-    uint64_t nsend, nreceive, desc_len, msg_len;
+    uint64_t nsend, nreceive, nreleased, desc_len, msg_len;
 } offer_head;
 
 /* One side's offer, parsed in place. */
 typedef struct {
     offer_head h;
     const rig_transfer *send, *receive;
+    const int64_t *released; /* ids, ascending */
     const void *desc;
     const char *msg;
 } offer;
@@ -134,7 +135,8 @@ static bool swap(const rig_handshake *h, int peer, int tag, const void *buf,
 
 static void *offer_pack(int status, int64_t id, const rig_transfer *send,
                         size_t nsend, const rig_transfer *receive,
-                        size_t nreceive, const void *desc, size_t desc_len,
+                        size_t nreceive, const int64_t *released,
+                        size_t nreleased, const void *desc, size_t desc_len,
                         const char *msg, size_t *len)
 {
     size_t msg_len = msg != NULL ? strlen(msg) + 1 : 0;
@@ -147,11 +149,12 @@ static void *offer_pack(int status, int64_t id, const rig_transfer *send,
         .id = id,
         .nsend = nsend,
         .nreceive = nreceive,
+        .nreleased = nreleased,
         .desc_len = desc_len,
         .msg_len = msg_len,
     };
-    *len = sizeof(h) + (nsend + nreceive) * sizeof(rig_transfer) + desc_len +
-           msg_len;
+    *len = sizeof(h) + (nsend + nreceive) * sizeof(rig_transfer) +
+           nreleased * sizeof(int64_t) + desc_len + msg_len;
     uint8_t *buf = malloc(*len);
     if (buf == NULL) {
         return NULL;
@@ -167,6 +170,10 @@ static void *offer_pack(int status, int64_t id, const rig_transfer *send,
         memcpy(p, receive, nreceive * sizeof(rig_transfer));
     }
     p += nreceive * sizeof(rig_transfer);
+    if (nreleased > 0) {
+        memcpy(p, released, nreleased * sizeof(int64_t));
+    }
+    p += nreleased * sizeof(int64_t);
     if (desc_len > 0) {
         memcpy(p, desc, desc_len);
     }
@@ -185,13 +192,14 @@ static bool offer_parse(const void *buf, size_t len, offer *o)
     memcpy(&o->h, buf, sizeof(o->h));
     const offer_head *h = &o->h;
     if (h->magic != OFFER_MAGIC || h->nsend > (1u << 30) ||
-        h->nreceive > (1u << 30) || h->desc_len > (1u << 30) ||
-        h->msg_len > (1u << 20)) {
+        h->nreceive > (1u << 30) || h->nreleased > (1u << 30) ||
+        h->desc_len > (1u << 30) || h->msg_len > (1u << 20)) {
         return false;
     }
     size_t need = sizeof(offer_head) +
                   (size_t)(h->nsend + h->nreceive) * sizeof(rig_transfer) +
-                  (size_t)h->desc_len + (size_t)h->msg_len;
+                  (size_t)h->nreleased * sizeof(int64_t) + (size_t)h->desc_len +
+                  (size_t)h->msg_len;
     if (need != len) {
         return false;
     }
@@ -200,6 +208,8 @@ static bool offer_parse(const void *buf, size_t len, offer *o)
     p += h->nsend * sizeof(rig_transfer);
     o->receive = (const rig_transfer *)p;
     p += h->nreceive * sizeof(rig_transfer);
+    o->released = (const int64_t *)p;
+    p += h->nreleased * sizeof(int64_t);
     o->desc = p;
     p += h->desc_len;
     o->msg = h->msg_len > 0 ? (const char *)p : "(no reason)";
@@ -277,13 +287,8 @@ static bool peer_refused(int peer, int status, const char *why, char **err)
 
 /* Both offers agree: nothing from here on may differ between the ranks. */
 static bool decide(const rig_handshake *h, int peer, int64_t id,
-                   const lists *mine, const void *in, size_t inlen, offer *them,
-                   char **err)
+                   const lists *mine, const offer *them, char **err)
 {
-    if (!offer_parse(in, inlen, them)) {
-        return rig_err(err, "invalid: rank %d sent a malformed rail message",
-                       peer);
-    }
     if (them->h.id != id) {
         return rig_err(err,
                        "invalid: rail %llu with rank %d met its rail %llu "
@@ -299,6 +304,43 @@ static bool decide(const rig_handshake *h, int peer, int64_t id,
     int hi = h->rank < peer ? peer : h->rank;
     bool me_lo = h->rank == lo;
     return lists_match(lo, me_lo ? mine : &th, hi, me_lo ? &th : mine, err);
+}
+
+/* ---- released rails ------------------------------------------------------ */
+
+/* Frees the rails both offers list as released (see handshake.h): the
+ * ids in both lists, ascending, taken alike at both ranks.  Not when
+ * either side's job failed: the peer may be gone before a collective. */
+static void free_released(const rig_handshake *h, int peer, int status,
+                          const int64_t *mine, size_t nmine, const offer *them)
+{
+    if (status == STATUS_FAILED || them->h.status == STATUS_FAILED ||
+        nmine == 0 || them->h.nreleased == 0) {
+        return;
+    }
+    int64_t *both = malloc(nmine * sizeof(*both));
+    if (both == NULL) {
+        return; /* kept until close: safe, only memory */
+    }
+    size_t n = 0;
+    size_t ntheirs = (size_t)them->h.nreleased;
+    for (size_t i = 0, j = 0; i < nmine && j < ntheirs;) {
+        int64_t t;
+        memcpy(&t, &them->released[j], sizeof(t)); /* may be unaligned */
+        if (mine[i] < t) {
+            i++;
+        } else if (t < mine[i]) {
+            j++;
+        } else {
+            both[n++] = mine[i];
+            i++;
+            j++;
+        }
+    }
+    if (n > 0) {
+        h->ops->free_released(h->self, peer, both, n);
+    }
+    free(both);
 }
 
 /* ---- the answer ---------------------------------------------------------- */
@@ -368,13 +410,18 @@ bool rig_handshake_rail(const rig_handshake *h, int peer, int64_t id,
                         const rig_transfer *receive, size_t nreceive,
                         rig_rail **out, char **err)
 {
-    /* This side: check the lists, make the end. */
+    /* This side: what it released, check the lists, make the end. */
     int status = STATUS_OK;
     char *mine = NULL;
     void *end = NULL;
     const void *desc = NULL;
     size_t desc_len = 0;
+    int64_t *released = NULL;
+    size_t nreleased = 0;
     const char *failed = h->failed(h->self);
+    if (failed == NULL) {
+        h->ops->released(h->self, peer, &released, &nreleased);
+    }
     if (failed != NULL) {
         status = STATUS_FAILED;
         rig_err(&mine, "%s", failed);
@@ -385,14 +432,16 @@ bool rig_handshake_rail(const rig_handshake *h, int peer, int64_t id,
         status = STATUS_END;
     }
     size_t len = 0;
-    void *buf = offer_pack(status, id, send, nsend, receive, nreceive, desc,
-                           desc_len, mine, &len);
+    void *buf = offer_pack(status, id, send, nsend, receive, nreceive, released,
+                           nreleased, desc, desc_len, mine, &len);
     if (buf == NULL) {
         /* Tell the peer at least that this side failed. */
         status = STATUS_END;
         free(mine);
         mine = strdup("nomem: rail message");
-        buf = offer_pack(STATUS_END, id, NULL, 0, NULL, 0, NULL, 0, NULL, &len);
+        nreleased = 0;
+        buf = offer_pack(STATUS_END, id, NULL, 0, NULL, 0, NULL, 0, NULL, 0,
+                         NULL, &len);
     }
     void *in = NULL;
     size_t inlen = 0;
@@ -401,14 +450,26 @@ bool rig_handshake_rail(const rig_handshake *h, int peer, int64_t id,
     bool ok = buf != NULL && swap(h, peer, RIG_TAG_OFFER, buf, len, &in, &inlen,
                                   mine == NULL ? &mine : NULL);
     free(buf);
-    if (!ok || status != STATUS_OK) {
+    if (!ok) {
         goto err_end; /* mine holds this side's error */
+    }
+    offer them;
+    if (!offer_parse(in, inlen, &them)) {
+        if (status == STATUS_OK) {
+            rig_err(&mine, "invalid: rank %d sent a malformed rail message",
+                    peer);
+        }
+        goto err_end;
+    }
+    /* Rails both released go first, whatever becomes of this one. */
+    free_released(h, peer, status, released, nreleased, &them);
+    if (status != STATUS_OK) {
+        goto err_end;
     }
 
     /* Both sides decide alike from the two offers. */
-    offer them;
     lists me = {send, receive, nsend, nreceive};
-    if (!decide(h, peer, id, &me, in, inlen, &them, &mine)) {
+    if (!decide(h, peer, id, &me, &them, &mine)) {
         goto err_end;
     }
 
@@ -424,9 +485,11 @@ bool rig_handshake_rail(const rig_handshake *h, int peer, int64_t id,
     answer_head th;
     void *tin = NULL;
     const void *tail = NULL;
+    bool together = true; /* both answers swapped */
     if (!answer_swap(h, peer, ok, attached, &mem, extra, extra_len, &th, &tin,
                      &tail, ok ? &mine : NULL)) {
         ok = false;
+        together = false;
     } else if (ok && th.ok != 1) {
         rig_err(&mine, "failed: rank %d could not connect its end of rail %lld",
                 peer, (long long)id);
@@ -436,7 +499,7 @@ bool rig_handshake_rail(const rig_handshake *h, int peer, int64_t id,
         if (attached) {
             rig_window_detach(h->window, mem.base);
         }
-        h->ops->discard(end, rail);
+        h->ops->discard(end, rail, together);
         end = NULL;
         free(tin);
         goto err_end;
@@ -455,13 +518,16 @@ bool rig_handshake_rail(const rig_handshake *h, int peer, int64_t id,
     h->ops->finish(end, tail, (size_t)th.len, &he);
     free(tin);
     free(in);
+    free(released);
     *out = rail;
     return true;
 
 err_end:
     if (end != NULL) {
-        h->ops->discard(end, NULL);
+        /* No window is made before connect: nothing needs the peer. */
+        h->ops->discard(end, NULL, false);
     }
+    free(released);
     free(in);
     if (err != NULL) {
         *err = mine;

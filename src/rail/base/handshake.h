@@ -17,7 +17,18 @@
  * the rail out, else each discards what it made.  Calls between a pair are
  * matched in order; the rail's id, in both offers, catches calls to one
  * peer from several threads.  While waiting, a failed job ends the wait
- * (the peer may never answer). */
+ * (the peer may never answer).
+ *
+ * Released rails.  An end's memory may be freed only once neither side
+ * can touch it: its own rank released it, and so did the peer (whose
+ * carrier may write into it until then).  The pair agrees in its next
+ * offers: each lists the rails with the other that it released (and has
+ * quiesced: nothing of its own still in flight to the peer's end), and
+ * both, having both lists, free the rails in both (their ids ascending,
+ * the same at both ranks) before deciding on the new rail.  A failed job
+ * frees nothing this way (the peer may be gone); close frees the rest.
+ * So a pair that remakes rails holds at most the ends of its last
+ * round, and the job's window keeps room. */
 #ifndef RIG_HANDSHAKE_H
 #define RIG_HANDSHAKE_H
 
@@ -73,8 +84,19 @@ typedef struct {
     void (*finish)(void *end, const void *answer, size_t answer_len,
                    const rig_handshake_end *he);
     /* Undoes make, or connect when its rail was never handed out (rail is
-     * that rail, or NULL); the peer discards its side too. */
-    void (*discard)(void *end, rig_rail *rail);
+     * that rail, or NULL).  together: the peer discards its side at the
+     * same step (both answers were swapped); false when the exchange
+     * failed (the job failed, the peer may be gone): then nothing that
+     * needs the peer may be done. */
+    void (*discard)(void *end, rig_rail *rail, bool together);
+    /* The rails with peer that this side released and has quiesced
+     * (above), ids ascending in *ids (malloc'd, NULL when none), for the
+     * offer.  None when it cannot tell (no memory). */
+    void (*released)(void *self, int peer, int64_t **ids, size_t *n);
+    /* Frees this side's ends of the rails ids[0..n) with peer, released
+     * by both: the same ids in the same order at both ranks, right after
+     * the offers (a collective over the pair may happen here). */
+    void (*free_released)(void *self, int peer, const int64_t *ids, size_t n);
 } rig_handshake_ops;
 
 /* One transport's use of the protocol. */

@@ -19,9 +19,15 @@
  * comment gives.
  *
  * Threads: open, wire and close run on the thread that opens or closes the
- * job; rail on any thread (one at a time per peer); rail_far, fail, failed,
- * gone and stop on any thread, concurrently with everything but close.
- * MPI calls follow each transport's rule, stated in rig/job.h. */
+ * job; rail on any thread (one at a time per peer); rail_far, owns, fail,
+ * failed, gone and stop on any thread, concurrently with everything but
+ * close.  MPI calls follow each transport's rule, stated in rig/job.h.
+ *
+ * Lifetime: a transport outlives its close while an end it made is held
+ * (the spec's ends live while reachable); it frees itself when the last
+ * goes, and then calls the job's freed hook (rig_transport_params), so
+ * that the job's own record lives exactly as long.  After close only
+ * owns and failed are called, and they call no MPI. */
 #ifndef RIG_TRANSPORT_H
 #define RIG_TRANSPORT_H
 
@@ -52,6 +58,12 @@ typedef struct {
     rig_switch numa; /* rig_job_options (RIG_* applied): each transport */
     rig_switch cuda; /* documents which ones it honours */
     rig_switch shm_stores;
+    /* Called once, from the thread that frees the transport (close, or
+     * the release of the last end held past it), just before it frees
+     * itself, with no lock of its own held: the job drops every way to
+     * reach it.  Not called when open fails. */
+    void (*freed)(void *arg);
+    void *freed_arg;
 } rig_transport_params;
 
 /* What the job learned of every rank at open, for wire. */
@@ -108,20 +120,34 @@ typedef bool (*rig_transport_rail_fn)(rig_transport *t, int peer, int64_t id,
 typedef bool (*rig_transport_rail_far_fn)(rig_transport *t, const rig_rail *r,
                                           rig_rail_far *out);
 
-/* fail (required): fails the job here: every count of every live end to
- * RIG_COUNT_FAILED for good, the peers told, later rails refused.  why is
- * a message with its reason word ("failed: ..."); the first why wins.
- * Idempotent. */
+/* owns (required): whether e is the local end of a rail this transport
+ * made that is still held.  After close too (see Lifetime). */
+typedef bool (*rig_transport_owns_fn)(rig_transport *t, const rig_end *e);
+
+/* fail (required): fails the job here: the failure state first, then
+ * every count of every live end to RIG_COUNT_FAILED for good, the peers
+ * told, later rails refused.  why is a message with its reason word
+ * ("failed: ..."); the first why wins.  Idempotent. */
 typedef void (*rig_transport_fail_fn)(rig_transport *t, const char *why);
 
 /* failed (required): the first reason the job failed -- here, or as a
- * peer told it -- or NULL while it has not.  Valid until close. */
-typedef const char *(*rig_transport_failed_fn)(rig_transport *t);
+ * peer told it -- or NULL while it has not.  A failure this rank has not
+ * taken in yet but that a peer already raised into a count of one of its
+ * ends is taken in first, so that: once any count of a held end is at
+ * RIG_COUNT_FAILED, failed answers non-NULL; and once failed answered
+ * non-NULL, every count of every end this rank holds is there.  *known
+ * (may be NULL) is false while the answer is a stand-in ("failed: ...
+ * failed by its peer") because the reason itself is still on its way.
+ * After close (ends held past it) it only reads the state. */
+typedef const char *(*rig_transport_failed_fn)(rig_transport *t, bool *known);
 
 /* gone (required): a rank known to have left the job (it died, or
- * finalized MPI with the job open), or -1.  A collective with it would
- * never complete: the closing barrier polls this and gives up. */
-typedef int (*rig_transport_gone_fn)(rig_transport *t);
+ * finalized MPI with the job open), or -1; *died (may be NULL): whether a
+ * rank that left died (then MPI_Finalize would wait for it for good; a
+ * rank that finalized is there for it).  A collective with a rank gone
+ * would never complete: the closing barrier polls this and gives up.  It
+ * looks at same-node peers' processes on the calling thread too. */
+typedef int (*rig_transport_gone_fn)(rig_transport *t, bool *died);
 
 /* finalize (optional): MPI_Finalize is running on this rank with the job
  * open (the job learns it from an MPI_COMM_SELF attribute): fail the job
@@ -138,8 +164,13 @@ typedef void (*rig_transport_stop_fn)(rig_transport *t);
  * reached the job's closing barrier (when false, skip collectives that a
  * gone rank would have to join).  Detaches every end from the job's
  * window and frees what no one holds; an end still held keeps its memory
- * until released.  The job does not use t afterwards. */
-typedef void (*rig_transport_close_fn)(rig_transport *t, bool all);
+ * (and the transport) until released.  A rank that dies during close must
+ * not block it (a collective with a peer is preceded by a wait that gives
+ * up on a peer gone).  Returns whether a rank that left the job died, as
+ * a last look (same-node processes included) finds it: MPI_Finalize would
+ * wait for such a rank for good.  The job calls only owns and failed
+ * afterwards. */
+typedef bool (*rig_transport_close_fn)(rig_transport *t, bool all);
 
 /* info (optional): this transport's lines of rig_info ("  Name: value"),
  * with no job and without needing MPI initialised.  Errors: "system:".
@@ -153,6 +184,7 @@ struct rig_transport_ops {
     rig_transport_wire_fn wire;
     rig_transport_rail_fn rail;
     rig_transport_rail_far_fn rail_far;
+    rig_transport_owns_fn owns;
     rig_transport_fail_fn fail;
     rig_transport_failed_fn failed;
     rig_transport_gone_fn gone;
@@ -192,19 +224,24 @@ static inline bool rig_transport_rail_far(rig_transport *t, const rig_rail *r,
     return t->ops->rail_far(t, r, out);
 }
 
+static inline bool rig_transport_owns(rig_transport *t, const rig_end *e)
+{
+    return t->ops->owns(t, e);
+}
+
 static inline void rig_transport_fail(rig_transport *t, const char *why)
 {
     t->ops->fail(t, why);
 }
 
-static inline const char *rig_transport_failed(rig_transport *t)
+static inline const char *rig_transport_failed(rig_transport *t, bool *known)
 {
-    return t->ops->failed(t);
+    return t->ops->failed(t, known);
 }
 
-static inline int rig_transport_gone(rig_transport *t)
+static inline int rig_transport_gone(rig_transport *t, bool *died)
 {
-    return t->ops->gone(t);
+    return t->ops->gone(t, died);
 }
 
 static inline void rig_transport_finalize(rig_transport *t, const char *why)
@@ -221,9 +258,9 @@ static inline void rig_transport_stop(rig_transport *t)
     t->ops->stop(t);
 }
 
-static inline void rig_transport_close(rig_transport *t, bool all)
+static inline bool rig_transport_close(rig_transport *t, bool all)
 {
-    t->ops->close(t, all);
+    return t->ops->close(t, all);
 }
 
 static inline bool rig_transport_describe(const rig_transport_ops *ops,

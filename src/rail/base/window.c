@@ -2,6 +2,8 @@
 /* The job's window: the dynamic MPI window every end attaches to. */
 #include "window.h"
 
+#include "finalize.h"
+
 #include "../../util/util_internal.h"
 
 #include <pthread.h>
@@ -14,6 +16,7 @@ struct rig_window {
     pthread_mutex_t lock; /* attached, limit; RIG_WINDOW_LOCK_LEVEL */
     uint64_t attached;    /* regions attached now */
     uint64_t limit;       /* the most it may hold */
+    bool ended;           /* the MPI window is freed or abandoned */
 };
 
 static int attach_warned;
@@ -80,7 +83,7 @@ MPI_Win rig_window_win(const rig_window *w)
 bool rig_window_attach(rig_window *w, void *base, size_t len)
 {
     rig_lock(&w->lock, RIG_WINDOW_LOCK_LEVEL);
-    bool room = w->attached < w->limit;
+    bool room = !w->ended && w->attached < w->limit;
     int rc = MPI_SUCCESS;
     if (room) {
         rc = MPI_Win_attach(w->win, base, (MPI_Aint)len);
@@ -115,9 +118,22 @@ bool rig_window_attach(rig_window *w, void *base, size_t len)
 void rig_window_detach(rig_window *w, void *base)
 {
     rig_lock(&w->lock, RIG_WINDOW_LOCK_LEVEL);
-    MPI_Win_detach(w->win, base);
-    w->attached--;
+    if (!w->ended) {
+        MPI_Win_detach(w->win, base);
+        w->attached--;
+    }
     rig_unlock(&w->lock, RIG_WINDOW_LOCK_LEVEL);
+}
+
+void rig_window_end(rig_window *w, bool all)
+{
+    rig_lock(&w->lock, RIG_WINDOW_LOCK_LEVEL);
+    bool ended = w->ended;
+    w->ended = true;
+    rig_unlock(&w->lock, RIG_WINDOW_LOCK_LEVEL);
+    if (!ended && all) {
+        rig_free_at_finalize(&w->win);
+    }
 }
 
 void rig_window_close(rig_window *w, bool all)
@@ -125,9 +141,7 @@ void rig_window_close(rig_window *w, bool all)
     if (w == NULL) {
         return;
     }
-    if (all) {
-        MPI_Win_free(&w->win);
-    }
+    rig_window_end(w, all);
     pthread_mutex_destroy(&w->lock);
     free(w);
 }

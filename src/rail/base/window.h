@@ -40,10 +40,16 @@ bool rig_window_attach(rig_window *w, void *base, size_t len);
 /* Detaches what rig_window_attach attached at base.  Any thread. */
 void rig_window_detach(rig_window *w, void *base);
 
-/* Frees the window: MPI_Win_free when all (collective: every rank of the
- * job reached close), else the MPI window is abandoned (a rank left the
- * job and would never join the collective) and only rig's memory goes.
- * Every end must be detached.  NULL is ignored. */
+/* Ends the MPI window: when all (every rank of the job reached close) its
+ * MPI_Win_free waits for MPI_Finalize (finalize.h: a collective after the
+ * closing barrier would block for good on a rank that died in between;
+ * the free detaches what is still attached), else the MPI window is
+ * abandoned (a rank left the job and would never join the collective).
+ * Attach and detach do nothing afterwards.  Once only. */
+void rig_window_end(rig_window *w, bool all);
+
+/* Frees the window, ending it first (rig_window_end) if it was not.
+ * NULL is ignored. */
 void rig_window_close(rig_window *w, bool all);
 
 #endif

@@ -4,15 +4,24 @@
  *
  * ready stores the count and wakes the end; one carrier at a time carries
  * (rig_wake_serial, ../base/carrier.h).  The carrier, under the
- * transport's lock: MPI_Put of every transfer up to the count,
+ * transport's lock: MPI_Put of every transfer up to the count (of a jump
+ * over many runs, only the last two runs' worth: rig_carry_from),
  * MPI_Win_flush (the data is at the peer and the sources may be reused:
- * `sent` is stored), then MPI_Accumulate of the count into the peer's
- * `arrived` with MPI_MAX on MPI_UINT64_T -- atomic at the target as
- * accumulates are, never lowering a count (nor RIG_COUNT_FAILED) -- and a
- * second flush.  Two flushes are the cheapest correct order: MPI orders
- * accumulates among themselves but not puts before an accumulate, so the
- * data must be complete before `arrived` moves.  With osc sm both flushes
- * are memory barriers.  An MPI error in a carrier fails the job. */
+ * `sent` is stored), then `arrived` at the peer:
+ *   - on the same node (a shared window, osc sm: the flush is a memory
+ *     barrier) through the mapping MPI_Win_shared_query gave, by the
+ *     compare-and-swap that never lowers a count nor leaves
+ *     RIG_COUNT_FAILED (rig_count_advance): atomic with the peer's own
+ *     raise of its counts when the job fails, which is the same CPU
+ *     operation (an MPI accumulate there is a locked read and write that
+ *     a raise in between would be undone by);
+ *   - across nodes by MPI_Accumulate with MPI_MAX on MPI_UINT64_T --
+ *     atomic at the target as accumulates are, never lowering a count --
+ *     and a second flush: MPI orders accumulates among themselves but
+ *     not puts before an accumulate, so the data must be complete before
+ *     `arrived` moves.  (failure.c says how a failure's raise is ordered
+ *     with these.)
+ * An MPI error in a carrier fails the job. */
 #include "mpi_internal.h"
 
 #include "../base/carrier.h"
@@ -41,7 +50,8 @@ static bool carry_locked(rig_mend *e, uint64_t ready, char **why)
     uint64_t run = e->next_run;
     size_t j = e->next_j;
     int rc = MPI_SUCCESS;
-    for (uint64_t c = e->carried; c < ready && rc == MPI_SUCCESS; c++) {
+    for (uint64_t c = rig_carry_from(e->carried, ready, n, &run, &j);
+         c < ready && rc == MPI_SUCCESS; c++) {
         const rig_transfer *t = &e->send[j];
         size_t k = (size_t)(run & 1);
         rc = put_bytes(
@@ -63,6 +73,10 @@ static bool carry_locked(rig_mend *e, uint64_t ready, char **why)
         return rig_mpi_err(why, rc, "MPI_Win_flush");
     }
     rig_count_advance(e->counts, RIG_SENT_AT, ready);
+    if (e->peer_counts_map != NULL) {
+        rig_count_advance(e->peer_counts_map, RIG_ARRIVED_AT, ready);
+        return true;
+    }
     e->value = ready;
     rc = MPI_Accumulate(&e->value, 1, MPI_UINT64_T, e->target,
                         e->peer_counts + RIG_ARRIVED_AT, 1, MPI_UINT64_T,
@@ -79,6 +93,7 @@ static bool carry_locked(rig_mend *e, uint64_t ready, char **why)
 
 static void carry(rig_mend *e)
 {
+    rig_mpi_tell(e->m); /* a failure the watcher took in, if any */
     uint64_t ready = rig_carry_due(e->counts, &e->carried, e->nsend, e->id);
     if (ready == 0) {
         return;

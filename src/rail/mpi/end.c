@@ -24,8 +24,24 @@ rig_mend *rig_mend_find(rig_mpi *m, const rig_rail *r)
     return NULL;
 }
 
+bool rig_mpi_owns(rig_transport *t, const rig_end *end)
+{
+    rig_mpi *m = rig_mpi_of(t);
+    rig_lock(&m->lock, MPI_LOCK_LEVEL);
+    rig_mend *e = m->ends;
+    while (e != NULL && !(e->held && e->end == end)) {
+        e = e->next;
+    }
+    rig_unlock(&m->lock, MPI_LOCK_LEVEL);
+    return e != NULL;
+}
+
 /* The ABI's release hook: the window outlives the rail (it is freed
- * collectively at close); the structure goes now if the job closed. */
+ * collectively, once both ranks released it: the pair protocol's next
+ * offers, or close); the structure goes now if the job closed.  No wake
+ * runs any more (the ABI stopped the end) and no failure touches a
+ * released end: nothing of this rank writes into the peer's end from
+ * now on. */
 static void mend_release(void *self)
 {
     rig_mend *e = self;
@@ -40,6 +56,13 @@ static void mend_release(void *self)
     e->rail = NULL;
     bool gone = !e->in_job, last = false;
     if (gone) {
+        rig_mend **pp = &m->ends;
+        while (*pp != NULL && *pp != e) {
+            pp = &(*pp)->next;
+        }
+        if (*pp == e) {
+            *pp = e->next;
+        }
         rig_mpi_unref_locked(m, &last);
     }
     rig_unlock(&m->lock, MPI_LOCK_LEVEL);
@@ -240,9 +263,8 @@ static bool mend_connect(void *end, const void *desc, size_t desc_len,
     return true;
 }
 
-/* The pair protocol's finish: the peer's end in the rail's window, its
- * process watched, the end listed (failed at once if the job failed
- * meanwhile). */
+/* The pair protocol's finish: the peer's end in the rail's window, the
+ * end listed (failed at once if the job failed meanwhile). */
 static void mend_finish(void *end, const void *answer, size_t answer_len,
                         const rig_handshake_end *he)
 {
@@ -257,7 +279,6 @@ static void mend_finish(void *end, const void *answer, size_t answer_len,
         e->peer_counts_map += t.counts_at;
     }
     e->peer_in = (MPI_Aint)t.inbound_at;
-    rig_mpi_watch_pid(m, e->peer);
     rig_lock(&m->lock, MPI_LOCK_LEVEL);
     e->hs = *he;
     e->listed = true;
@@ -273,19 +294,101 @@ static void mend_finish(void *end, const void *answer, size_t answer_len,
     }
 }
 
-/* The pair protocol's discard: e was never listed; its window, if made, is
- * freed by both ranks. */
-static void mend_discard(void *end, rig_rail *rail)
+/* The pair protocol's discard: e was never listed.  Its window, if made,
+ * is freed by both ranks when both discard at the same step (together);
+ * otherwise the exchange failed with the job and the peer may be gone,
+ * so the window is left to MPI (a collective with a dead peer would
+ * never return). */
+static void mend_discard(void *end, rig_rail *rail, bool together)
 {
     rig_mend *e = end;
     if (rail != NULL) {
         rig_rail_release(rail); /* e is not listed: the hook does nothing */
     }
-    if (e->win != MPI_WIN_NULL) {
+    if (e->win != MPI_WIN_NULL && together) {
         MPI_Win_unlock_all(e->win);
         MPI_Win_free(&e->win); /* the peer undoes its side too */
     }
     rig_mend_free(e);
+}
+
+void rig_mend_destroy(rig_mpi *m, rig_mend *e)
+{
+    if (e->hs.attached) {
+        rig_window_detach(m->window, e->base);
+        e->hs.attached = false;
+    }
+    if (e->win != MPI_WIN_NULL) {
+        MPI_Win_unlock_all(e->win);
+        MPI_Win_free(&e->win);
+    }
+    rig_mend_free(e);
+}
+
+/* ---- freeing released rails ---------------------------------------------- */
+
+static bool released_by_me(const rig_mend *e, int peer)
+{
+    return e->listed && !e->held && e->in_job && e->peer == peer;
+}
+
+static int by_id(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* The pair protocol's released: the carrier's MPI calls are done under
+ * the lock and flushed, so a released end is quiet at once. */
+static void mend_released(void *self, int peer, int64_t **ids, size_t *n)
+{
+    rig_mpi *m = self;
+    *ids = NULL;
+    *n = 0;
+    rig_lock(&m->lock, MPI_LOCK_LEVEL);
+    size_t k = 0;
+    for (rig_mend *e = m->ends; e != NULL; e = e->next) {
+        k += released_by_me(e, peer) ? 1 : 0;
+    }
+    int64_t *out = k > 0 ? malloc(k * sizeof(*out)) : NULL;
+    k = 0;
+    for (rig_mend *e = m->ends; e != NULL && out != NULL; e = e->next) {
+        if (released_by_me(e, peer)) {
+            out[k++] = e->id;
+        }
+    }
+    rig_unlock(&m->lock, MPI_LOCK_LEVEL);
+    if (out != NULL) {
+        qsort(out, k, sizeof(*out), by_id);
+    }
+    *ids = out;
+    *n = k;
+}
+
+/* The pair protocol's free_released: both ranks free the same windows in
+ * the same order, right after the offers that agreed on them. */
+static void mend_free_released(void *self, int peer, const int64_t *ids,
+                               size_t n)
+{
+    rig_mpi *m = self;
+    for (size_t i = 0; i < n; i++) {
+        rig_lock(&m->lock, MPI_LOCK_LEVEL);
+        rig_mend **pp = &m->ends;
+        while (*pp != NULL &&
+               !((*pp)->id == ids[i] && released_by_me(*pp, peer))) {
+            pp = &(*pp)->next;
+        }
+        rig_mend *e = *pp;
+        bool last = false;
+        if (e != NULL) {
+            *pp = e->next;
+            rig_mpi_unref_locked(m, &last); /* the job holds one: not last */
+        }
+        rig_unlock(&m->lock, MPI_LOCK_LEVEL);
+        if (e != NULL) {
+            rig_mend_destroy(m, e);
+        }
+    }
 }
 
 const rig_handshake_ops rig_mend_handshake = {
@@ -293,4 +396,6 @@ const rig_handshake_ops rig_mend_handshake = {
     .connect = mend_connect,
     .finish = mend_finish,
     .discard = mend_discard,
+    .released = mend_released,
+    .free_released = mend_free_released,
 };

@@ -2,196 +2,319 @@
 /* Failure of the MPI RMA transport: failing, the watcher thread, telling
  * every rank.
  *
- * rig_job_fail raises this rank's ends, accumulates RIG_COUNT_FAILED
- * (MPI_MAX) into all three counts of every peer end, and sends its reason
- * to every rank (picked up by their pair protocol's waits and
- * rig_job_failed).  A watcher thread that never calls MPI spreads it: a
- * failed count on one of a rank's ends fails that rank's job and raises
- * its same-node peers' ends through MPI_Win_shared_query pointers, so
- * ranks with no rail to the first fail too (across nodes only the peers of
- * the first rank learn it before they next call rig).  A rank that calls
- * MPI_Finalize with the job open fails it and tells every rank it left,
- * so that their closes skip the collectives it would have to join.  A dead
- * peer is seen only on its node: MPI (without ULFM) reports no peer
- * failure on a window, and a put into a same-node peer's shared memory
- * succeeds whether the peer lives or not, so the watcher polls a pidfd of
- * every same-node peer this rank has a rail with (the job's wiring says
- * which ranks share the kernel and pid namespace).  A peer on another
- * node that dies is not detected: waits on its rails block until the
- * user's timeout, and Open MPI ends the job unless run with
- * --enable-recovery. */
+ * Failing here (fail_locked): the failure state first, then every count
+ * of every held end raised to RIG_COUNT_FAILED by a compare-and-swap that
+ * never lowers a count, and the counts of the same-node peers' ends of
+ * those rails too (mapped through MPI_Win_shared_query), all under the
+ * transport's lock.  Then the peers are told (rig_mpi_tell), which needs
+ * MPI: a rank where the failure started sends its reason to every rank
+ * (picked up by their pair protocol's waits, rig_job_failed and closing
+ * barriers), and every rank accumulates RIG_COUNT_FAILED (MPI_MAX) into
+ * its peers' counts of the rails it holds across nodes.
+ *
+ * The watcher thread never calls MPI (below MPI_THREAD_MULTIPLE it may
+ * not).  It sleeps in poll on the pidfds of every rank on this node (the
+ * job's wiring says which ranks share the kernel and pid namespace),
+ * waking at once when one ends and every 10 ms otherwise.  A rank that
+ * ended is gone (rig_failure_peer_gone, the one way in for "rank r is
+ * gone", which a heartbeat of issue 14 will use too): it left the job and
+ * the job fails here.  On each tick it also looks for a count raised by a
+ * peer on one of this rank's ends, which fails the job here too (with a
+ * stand-in reason until the peer's message brings the real one).  What
+ * needs MPI -- the messages, the accumulates across nodes -- waits for the
+ * next call of this rank into rig that may call MPI (rig_job_failed,
+ * rig_job_rail, rig_end_ready, closing), or is done by the watcher itself
+ * under MPI_THREAD_MULTIPLE.  So every rank on the node of a dead rank
+ * sees the death itself within a tick, rails or not; ranks on other
+ * nodes learn it from a message or an accumulate, or, while no rank of
+ * that node calls rig, not at all: a peer on another node that dies is
+ * not detected by this transport (Open MPI ends the job unless run with
+ * --enable-recovery; heartbeats are issue 14's).
+ *
+ * A failed count is never lowered: on a same-node rail `arrived` is
+ * raised by the carrier through the shared mapping with the same
+ * compare-and-swap (carrier.c), so the failure's and the carrier's
+ * updates are atomic with each other.  Across nodes the carrier's
+ * MPI_Accumulate of `arrived` is atomic with other accumulates only; each
+ * rank, when it tells, also accumulates RIG_COUNT_FAILED into its own
+ * counts of such rails, which orders every later accumulate after it.
+ * Until then (a failure the watcher took in, with no rig call since) an
+ * accumulate racing with the raise may lower `arrived` once, if the MPI's
+ * accumulates are not atomic with the CPU's: a limit of mixing the two
+ * that only MPI_THREAD_MULTIPLE (the watcher tells at once) removes.
+ *
+ * A rank that calls MPI_Finalize with the job open fails it and tells
+ * every rank it left, so that their closes skip the collectives it would
+ * have to join. */
 #include "mpi_internal.h"
 
+#include <errno.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
+#include <sys/eventfd.h>
 #include <unistd.h>
 
 static const uint64_t failed_value = RIG_COUNT_FAILED;
 
+static const size_t count_at[] = {RIG_READY_AT, RIG_SENT_AT, RIG_ARRIVED_AT};
+
+#define WATCH_MS 10
+
 /* ---- failing ------------------------------------------------------------- */
 
-const char *rig_mpi_failed(rig_transport *t)
+/* Raises every held end's counts, and the same-node peers' counts of
+ * those rails.  Lock held. */
+static void raise_all_locked(rig_mpi *m)
 {
-    rig_mpi *m = rig_mpi_of(t);
-    if (!rig_failure_failed(&m->fail)) {
-        return NULL;
+    for (rig_mend *e = m->ends; e != NULL; e = e->next) {
+        if (!e->held) {
+            continue; /* released: its counts are no one's any more */
+        }
+        for (size_t i = 0; i < 3; i++) {
+            rig_count_advance(e->counts, count_at[i], RIG_COUNT_FAILED);
+            if (e->peer_counts_map != NULL && e->in_job) {
+                rig_count_advance(e->peer_counts_map, count_at[i],
+                                  RIG_COUNT_FAILED);
+            }
+        }
     }
-    if (!rig_failure_known(&m->fail)) {
-        rig_mpi_poll_fail(m); /* the watcher's: a rank may have told why */
-    }
-    return rig_failure_reason(&m->fail);
 }
 
-void rig_mpi_fail(rig_transport *t, const char *why)
+/* Fails the job here (see above); why NULL: a stand-in was recorded
+ * already.  origin: the failure starts here and every rank is told why.
+ * Lock held. */
+static void fail_locked(rig_mpi *m, const char *why, bool origin)
 {
-    rig_mpi *m = rig_mpi_of(t);
-    bool first = rig_failure_set(&m->fail, why);
-    /* The reason lives until the transport goes (the sends' buffer). */
-    const char *mine = rig_failure_reason(&m->fail);
+    bool first = !rig_failure_failed(&m->fail);
+    if (why != NULL && rig_failure_set(&m->fail, why)) {
+        rig_log(RIG_LOG_WARN, "rank %d: the job failed: %s", m->rank, why);
+        if (origin) {
+            m->fail_origin = true;
+        }
+    }
+    raise_all_locked(m);
+    if (first || m->fail_origin) {
+        atomic_store(&m->tell, true);
+    }
+}
+
+/* A held end with a count at RIG_COUNT_FAILED while the job has not
+ * failed here: a peer failed the rail.  Lock held. */
+static rig_mend *raised_by_peer(rig_mpi *m)
+{
+    for (rig_mend *e = m->ends; e != NULL; e = e->next) {
+        if (e->held && rig_end_failed(e->end)) {
+            return e;
+        }
+    }
+    return NULL;
+}
+
+/* Takes in a failure a peer raised into one of this rank's ends before
+ * this rank knew of it.  Lock held. */
+static void take_in_locked(rig_mpi *m)
+{
+    rig_mend *e;
+    if (rig_failure_failed(&m->fail) || (e = raised_by_peer(m)) == NULL) {
+        return;
+    }
+    char seen[160];
+    snprintf(seen, sizeof(seen),
+             "failed: rank %d's end of rail %lld was failed by rank %d (the "
+             "reason is on its way)",
+             m->rank, (long long)e->id, e->peer);
+    rig_failure_seen(&m->fail, seen);
+    fail_locked(m, NULL, false);
+}
+
+void rig_mpi_tell(rig_mpi *m)
+{
+    if (!atomic_load(&m->tell) || m->closed) {
+        return;
+    }
     rig_lock(&m->lock, MPI_LOCK_LEVEL);
-    if (first) {
-        /* Every rank learns why (their pair protocol's waits watch for
-         * it), so that none waits for this one to make a rail. */
+    if (!atomic_exchange(&m->tell, false)) {
+        rig_unlock(&m->lock, MPI_LOCK_LEVEL);
+        return;
+    }
+    /* The reason lives until the transport goes (the sends' buffer). */
+    const char *why = rig_failure_reason(&m->fail);
+    if (m->fail_origin && !m->told_all) {
+        m->told_all = true;
         for (int r = 0; r < m->size; r++) {
             MPI_Request req;
-            if (r != m->rank &&
-                MPI_Isend(mine, (int)strlen(mine) + 1, MPI_CHAR, r, TAG_FAIL,
+            if (r != m->rank && !rig_failure_has_left(&m->fail, r) &&
+                MPI_Isend(why, (int)strlen(why) + 1, MPI_CHAR, r, TAG_FAIL,
                           m->comm, &req) == MPI_SUCCESS) {
                 MPI_Request_free(&req);
             }
         }
     }
+    /* Across nodes: the peers' counts, and this rank's own, through the
+     * accumulates the carriers use (see above).  Not to a rank gone: a
+     * flush towards it would never return. */
     for (rig_mend *e = m->ends; e != NULL; e = e->next) {
-        rig_count_advance(e->counts, RIG_READY_AT, RIG_COUNT_FAILED);
-        rig_count_advance(e->counts, RIG_SENT_AT, RIG_COUNT_FAILED);
-        rig_count_advance(e->counts, RIG_ARRIVED_AT, RIG_COUNT_FAILED);
-        if (!e->in_job || e->win == MPI_WIN_NULL) {
+        if (!e->held || !e->in_job || e->win == MPI_WIN_NULL ||
+            e->peer_counts_map != NULL ||
+            rig_failure_has_left(&m->fail, e->peer)) {
             continue;
         }
-        /* Tell the peer: its three counts of this rail. */
-        static const size_t at[] = {RIG_READY_AT, RIG_SENT_AT, RIG_ARRIVED_AT};
         for (size_t i = 0; i < 3; i++) {
             MPI_Accumulate(&failed_value, 1, MPI_UINT64_T, e->target,
-                           e->peer_counts + (MPI_Aint)at[i], 1, MPI_UINT64_T,
-                           MPI_MAX, e->win);
+                           e->peer_counts + (MPI_Aint)count_at[i], 1,
+                           MPI_UINT64_T, MPI_MAX, e->win);
+            MPI_Accumulate(
+                &failed_value, 1, MPI_UINT64_T, 1 - e->target,
+                (MPI_Aint)(e->shift + e->layout.counts_at + count_at[i]), 1,
+                MPI_UINT64_T, MPI_MAX, e->win);
         }
-        MPI_Win_flush(e->target, e->win);
+        MPI_Win_flush_all(e->win);
     }
     rig_unlock(&m->lock, MPI_LOCK_LEVEL);
 }
 
-/* The watcher: every 10 ms, without calling MPI, it looks at this rank's
- * ends.  A count at RIG_COUNT_FAILED that this rank did not raise means a
- * peer failed the job: the job fails here too, and every peer end mapped
- * here (same node) is raised, so the failure spreads along the rails to
- * ranks that share none with the first.  Once failed it re-raises the
- * counts each tick: an accumulate of `arrived` racing with a raise may
- * lower it once (osc sm's MPI_MAX is a locked read-modify-write). */
-#define WATCH_NS 10000000L
-
-static void raise_all_locked(rig_mpi *m)
+void rig_mpi_fail(rig_transport *t, const char *why)
 {
-    static const size_t at[] = {RIG_READY_AT, RIG_SENT_AT, RIG_ARRIVED_AT};
-    for (rig_mend *e = m->ends; e != NULL; e = e->next) {
-        for (size_t i = 0; i < 3; i++) {
-            rig_count_advance(e->counts, at[i], RIG_COUNT_FAILED);
-            if (e->peer_counts_map != NULL && e->win != MPI_WIN_NULL) {
-                rig_count_advance(e->peer_counts_map, at[i], RIG_COUNT_FAILED);
-            }
+    rig_mpi *m = rig_mpi_of(t);
+    rig_lock(&m->lock, MPI_LOCK_LEVEL);
+    fail_locked(m, why != NULL ? why : "failed: rig_job_fail", true);
+    rig_unlock(&m->lock, MPI_LOCK_LEVEL);
+    rig_mpi_tell(m);
+}
+
+/* ---- failures told by other ranks ------------------------------------ */
+
+/* Takes the reasons other ranks sent; the first one fails the job here
+ * (if it has not yet) or replaces a stand-in.  Calls MPI. */
+static void poll_fail(rig_mpi *m)
+{
+    int flag = 0;
+    MPI_Status st;
+    while (MPI_Iprobe(MPI_ANY_SOURCE, TAG_FAIL, m->comm, &flag, &st) ==
+               MPI_SUCCESS &&
+           flag) {
+        int count = 0;
+        MPI_Get_count(&st, MPI_CHAR, &count);
+        char *why = malloc(count > 0 ? (size_t)count + 1 : 1);
+        char dummy[1];
+        MPI_Recv(why != NULL ? why : dummy, why != NULL ? count : 0, MPI_CHAR,
+                 st.MPI_SOURCE, TAG_FAIL, m->comm, MPI_STATUS_IGNORE);
+        if (why != NULL) {
+            why[count > 0 ? count : 0] = '\0';
         }
+        rig_lock(&m->lock, MPI_LOCK_LEVEL);
+        fail_locked(m, why != NULL ? why : "failed: another rank failed",
+                    false);
+        rig_unlock(&m->lock, MPI_LOCK_LEVEL);
+        free(why);
     }
+}
+
+const char *rig_mpi_failed(rig_transport *t, bool *known)
+{
+    rig_mpi *m = rig_mpi_of(t);
+    if (!m->closed) {
+        /* Whoever sets the state raises every count in the same hold of
+         * the lock: once this thread holds it, all are raised. */
+        rig_lock(&m->lock, MPI_LOCK_LEVEL);
+        take_in_locked(m);
+        rig_unlock(&m->lock, MPI_LOCK_LEVEL);
+        if (!rig_failure_known(&m->fail)) {
+            poll_fail(m);
+        }
+        rig_mpi_tell(m);
+    }
+    if (known != NULL) {
+        *known = rig_failure_known(&m->fail);
+    }
+    return rig_failure_reason(&m->fail);
+}
+
+/* ---- the watcher thread -------------------------------------------------- */
+
+void rig_mpi_peer_gone(void *self, int r, const char *why)
+{
+    rig_mpi *m = self;
+    if (!rig_failure_left(&m->fail, r, RIG_LEFT_DIED)) {
+        return;
+    }
+    rig_lock(&m->lock, MPI_LOCK_LEVEL);
+    fail_locked(m, why, true);
+    rig_unlock(&m->lock, MPI_LOCK_LEVEL);
 }
 
 static void *watcher_main(void *arg)
 {
     rig_mpi *m = arg;
-    rig_lock(&m->lock, MPI_LOCK_LEVEL);
-    while (!m->wstop) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_nsec += WATCH_NS;
-        if (ts.tv_nsec >= 1000000000L) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000L;
+    int n = m->size + 1;
+    struct pollfd *fds = calloc((size_t)n, sizeof(*fds));
+    int *rank_of = calloc((size_t)n, sizeof(*rank_of));
+    if (fds == NULL || rank_of == NULL) {
+        free(fds);
+        free(rank_of);
+        rig_log(RIG_LOG_ERROR,
+                "rank %d: no memory for the watcher: peers' "
+                "deaths go unseen",
+                m->rank);
+        return NULL;
+    }
+    while (!atomic_load(&m->wstop)) {
+        int k = 0;
+        fds[k++] = (struct pollfd){.fd = m->wake_fd, .events = POLLIN};
+        for (int r = 0; r < m->size; r++) {
+            int fd = rig_failure_fd(&m->fail, r);
+            if (fd >= 0 && !rig_failure_has_left(&m->fail, r)) {
+                rank_of[k] = r;
+                fds[k++] = (struct pollfd){.fd = fd, .events = POLLIN};
+            }
         }
-        pthread_cond_timedwait(&m->wake_watcher, &m->lock, &ts);
-        if (m->wstop) {
+        int ready = poll(fds, (nfds_t)k, WATCH_MS);
+        if (atomic_load(&m->wstop)) {
             break;
         }
-        bool failed = rig_failure_failed(&m->fail);
-        for (int r = 0; r < m->size; r++) {
-            if (rig_failure_fd(&m->fail, r) < 0 ||
-                !rig_failure_ended(&m->fail, r)) {
-                continue;
-            }
-            /* A same-node peer's process ended: the job failed. */
-            rig_failure_unwatch(&m->fail, r);
-            rig_failure_left(&m->fail, r);
-            char msg[96];
-            snprintf(msg, sizeof(msg), "failed: rank %d (on this node) died",
-                     r);
-            rig_failure_set(&m->fail, msg);
-            failed = true;
+        if (ready > 0 && (fds[0].revents & POLLIN)) {
+            uint64_t v;
+            ssize_t got = read(m->wake_fd, &v, sizeof(v));
+            (void)got;
         }
-        for (rig_mend *e = m->ends; e != NULL && !failed; e = e->next) {
-            if (rig_count_load(e->counts, RIG_READY_AT) == RIG_COUNT_FAILED ||
-                rig_count_load(e->counts, RIG_SENT_AT) == RIG_COUNT_FAILED ||
-                rig_count_load(e->counts, RIG_ARRIVED_AT) == RIG_COUNT_FAILED) {
-                char msg[160];
-                snprintf(msg, sizeof(msg),
-                         "failed: rank %d's end of rail %lld to rank %d "
-                         "failed (a peer failed the job)",
-                         m->rank, (long long)e->id, e->peer);
-                rig_failure_seen(&m->fail, msg);
-                failed = true;
+        for (int i = 1; i < k && ready > 0; i++) {
+            if (fds[i].revents != 0) {
+                rig_failure_peer_gone(&m->fail, rank_of[i], "died");
             }
         }
-        if (failed) {
-            raise_all_locked(m);
+        /* Where pidfd_open is missing, peers are polled by kill(pid, 0). */
+        for (int r = 0; m->fail.polled && r < m->size; r++) {
+            if (r != m->rank && rig_failure_fd(&m->fail, r) < 0 &&
+                !rig_failure_has_left(&m->fail, r) &&
+                rig_failure_ended(&m->fail, r)) {
+                rig_failure_peer_gone(&m->fail, r, "died");
+            }
+        }
+        rig_lock(&m->lock, MPI_LOCK_LEVEL);
+        take_in_locked(m);
+        rig_unlock(&m->lock, MPI_LOCK_LEVEL);
+        if (m->multiple) {
+            rig_mpi_tell(m);
         }
     }
-    rig_unlock(&m->lock, MPI_LOCK_LEVEL);
+    free(fds);
+    free(rank_of);
     return NULL;
 }
 
-/* ---- failures told by other ranks ------------------------------------ */
-
-/* Whether another rank told this one that the job failed; if so the job
- * fails here too (and tells the others). */
-bool rig_mpi_poll_fail(rig_mpi *m)
+bool rig_mpi_watch_start(rig_mpi *m, const rig_transport_wiring *w, char **err)
 {
-    if (rig_failure_known(&m->fail)) {
-        return true;
+    rig_failure_know(&m->fail, w);
+    for (int r = 0; r < m->size; r++) {
+        if (r != m->rank && !rig_failure_watch(&m->fail, r, err)) {
+            return false;
+        }
     }
-    int flag = 0;
-    MPI_Status st;
-    if (MPI_Iprobe(MPI_ANY_SOURCE, TAG_FAIL, m->comm, &flag, &st) !=
-            MPI_SUCCESS ||
-        !flag) {
-        return rig_failure_failed(&m->fail);
+    m->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (m->wake_fd < 0) {
+        return rig_err(err, "system: eventfd failed: %s", strerror(errno));
     }
-    int count = 0;
-    MPI_Get_count(&st, MPI_CHAR, &count);
-    char *why = malloc(count > 0 ? (size_t)count + 1 : 1);
-    char dummy[1];
-    MPI_Recv(why != NULL ? why : dummy, why != NULL ? count : 0, MPI_CHAR,
-             st.MPI_SOURCE, TAG_FAIL, m->comm, MPI_STATUS_IGNORE);
-    char *msg = NULL;
-    if (why != NULL) {
-        why[count > 0 ? count : 0] = '\0';
-        rig_err(&msg, "failed: rank %d: %s", st.MPI_SOURCE, why);
-    }
-    rig_mpi_fail(&m->super, msg != NULL ? msg : "failed: another rank failed");
-    free(msg);
-    free(why);
-    return true;
-}
-
-/* ---- the watcher thread -------------------------------------------------- */
-
-bool rig_mpi_watch_start(rig_mpi *m, char **err)
-{
     int rc = pthread_create(&m->watcher, NULL, watcher_main, m);
     if (rc != 0) {
         return rig_err(err, "system: pthread_create failed: %s", strerror(rc));
@@ -203,23 +326,13 @@ bool rig_mpi_watch_start(rig_mpi *m, char **err)
 void rig_mpi_watch_stop(rig_mpi *m)
 {
     if (m->watching) {
-        rig_lock(&m->lock, MPI_LOCK_LEVEL);
-        m->wstop = true;
-        pthread_cond_signal(&m->wake_watcher);
-        rig_unlock(&m->lock, MPI_LOCK_LEVEL);
+        atomic_store(&m->wstop, true);
+        uint64_t one = 1;
+        ssize_t n = write(m->wake_fd, &one, sizeof(one));
+        (void)n;
         pthread_join(m->watcher, NULL);
         m->watching = false;
     }
-}
-
-/* Watches peer's process (once) when it shares this kernel and pid
- * namespace: the watcher polls a pidfd, which is readable once the
- * process ended (a zombie included). */
-void rig_mpi_watch_pid(rig_mpi *m, int peer)
-{
-    rig_lock(&m->lock, MPI_LOCK_LEVEL);
-    rig_failure_watch(&m->fail, peer, NULL); /* gone already: not watched */
-    rig_unlock(&m->lock, MPI_LOCK_LEVEL);
 }
 
 /* ---- leaving ------------------------------------------------------------- */
@@ -234,15 +347,21 @@ static void poll_left(rig_mpi *m)
            flag) {
         MPI_Recv(NULL, 0, MPI_BYTE, st.MPI_SOURCE, TAG_LEFT, m->comm,
                  MPI_STATUS_IGNORE);
-        rig_failure_left(&m->fail, st.MPI_SOURCE);
+        rig_failure_left(&m->fail, st.MPI_SOURCE, RIG_LEFT_FINALIZED);
     }
 }
 
-int rig_mpi_gone(rig_transport *t)
+int rig_mpi_gone(rig_transport *t, bool *died)
 {
     rig_mpi *m = rig_mpi_of(t);
     poll_left(m);
-    return rig_failure_gone(&m->fail);
+    poll_fail(m);
+    rig_mpi_tell(m);
+    int gone = rig_failure_look(&m->fail);
+    if (died != NULL) {
+        *died = rig_failure_died(&m->fail);
+    }
+    return gone;
 }
 
 /* MPI_Finalize runs with the job open: every rank learns why and that
@@ -260,4 +379,5 @@ void rig_mpi_finalize(rig_transport *t, const char *why)
     rig_mpi_fail(t, why);
     /* The windows go with MPI: the watcher must not touch them. */
     rig_mpi_watch_stop(m);
+    m->closed = true; /* no MPI from here on */
 }

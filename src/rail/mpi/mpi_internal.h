@@ -36,14 +36,20 @@
  * thread: across nodes on a network without hardware RMA, Open MPI's osc
  * rdma may need the target to enter MPI before a flush completes.
  *
- * Lock: one, `lock` (MPI_LOCK_LEVEL): the list of ends, the watcher's
- * state and every MPI call of wakes and failures.  The job window's lock
+ * Lock: one, `lock` (MPI_LOCK_LEVEL): the list of ends, the failure's
+ * telling and every MPI call of wakes and failures.  The job window's lock
  * (RIG_WINDOW_LOCK_LEVEL) is never taken under it.
  *
- * Lifetimes.  A window is freed collectively, so never when one rank
- * releases its rail: windows live until rig_job_close, which frees those
- * of rails neither rank holds (one exchange per pair).  An end held over
- * the close keeps its window (its memory) until MPI_Finalize. */
+ * Lifetimes.  A window is freed collectively over its pair, so never in
+ * the release hook: a window lives until both ranks released its rail
+ * and say so in the pair protocol's next offers (../base/handshake.h),
+ * which frees it then (MPI_Win_free by both, in id order), or until
+ * rig_job_close, which hands those of rails neither rank holds (one
+ * exchange per pair, giving up on a peer gone) to MPI_Finalize to free
+ * (../base/finalize.h: no collective after the closing barrier).  A
+ * failed job frees no window (a collective with a peer that may be
+ * gone): they go with MPI.  An end held over the close keeps its window
+ * (its memory) until MPI_Finalize. */
 #ifndef RIG_MPI_INTERNAL_H
 #define RIG_MPI_INTERNAL_H
 
@@ -120,15 +126,23 @@ struct rig_mpi {
     bool *shared;            /* per peer: on this node (MPI_COMM_TYPE_SHARED) */
     pthread_mutex_t lock;    /* MPI calls of wakes and failures; the list */
     rig_mend *ends;
-    long refs; /* 1 for the job + 1 per end not freed; lock */
+    long refs;                /* 1 for the job + 1 per end not freed; lock */
+    void (*freed)(void *arg); /* the job's hook, when the last ref goes */
+    void *freed_arg;
+    bool multiple; /* MPI_THREAD_MULTIPLE: the watcher may call MPI */
+    bool closed;   /* closed or finalized: no MPI call any more */
     /* The shared failure state: the reason, the ranks that left, the
-     * same-node peers' processes (their pidfds: lock). */
+     * same-node peers' processes (their pidfds: the watcher's). */
     rig_failure fail;
+    atomic_bool tell; /* a failure still to tell (rig_mpi_tell) */
+    bool fail_origin; /* the failure's reason started here (lock) */
+    bool told_all;    /* every rank was sent the reason (lock) */
 
-    /* The watcher thread (failure.c); lock. */
+    /* The watcher thread (failure.c). */
     pthread_t watcher;
-    pthread_cond_t wake_watcher;
-    bool watching, wstop;
+    int wake_fd; /* an eventfd in its poll: stop */
+    bool watching;
+    atomic_bool wstop;
 };
 
 static inline rig_mpi *rig_mpi_of(rig_transport *t)
@@ -154,6 +168,12 @@ extern const rig_handshake_ops rig_mend_handshake;
 void rig_mend_free(rig_mend *e);
 /* The end of rail r if this transport made it and it is held; lock held. */
 rig_mend *rig_mend_find(rig_mpi *m, const rig_rail *r);
+/* Whether e is the ABI end of a held end of m (the ops table's owns). */
+bool rig_mpi_owns(rig_transport *t, const rig_end *e);
+/* Frees e's window (collective over the pair: both ranks call it for the
+ * same rails in the same order), detaches it from the job's window and
+ * frees e; e is out of the list already. */
+void rig_mend_destroy(rig_mpi *m, rig_mend *e);
 
 /* ---- carrier.c ---------------------------------------------------------- */
 
@@ -162,20 +182,20 @@ void rig_mend_wake(void *self, uint64_t c);
 
 /* ---- failure.c ---------------------------------------------------------- */
 
-/* Starts and stops the watcher thread. */
-bool rig_mpi_watch_start(rig_mpi *m, char **err);
+/* Watches every rank of this node (wire's w) and starts the watcher
+ * thread; "failed:" for a rank gone already, "system:".  Stops it. */
+bool rig_mpi_watch_start(rig_mpi *m, const rig_transport_wiring *w, char **err);
 void rig_mpi_watch_stop(rig_mpi *m);
-/* Watches peer's process (once) when it shares this kernel and pid
- * namespace.  After wire. */
-void rig_mpi_watch_pid(rig_mpi *m, int peer);
-/* Whether another rank told this one that the job failed; if so the job
- * fails here too (and tells the others).  Calls MPI (MPI_Iprobe). */
-bool rig_mpi_poll_fail(rig_mpi *m);
+/* Tells the peers of a failure not told yet (see failure.c).  Calls MPI:
+ * from a thread that may (a call into rig); takes the lock. */
+void rig_mpi_tell(rig_mpi *m);
+/* rig_failure_peer_gone's sink (the failure state's on_gone). */
+void rig_mpi_peer_gone(void *self, int r, const char *why);
 
 /* The ops table's failure slots. */
 void rig_mpi_fail(rig_transport *t, const char *why);
-const char *rig_mpi_failed(rig_transport *t);
-int rig_mpi_gone(rig_transport *t);
+const char *rig_mpi_failed(rig_transport *t, bool *known);
+int rig_mpi_gone(rig_transport *t, bool *died);
 void rig_mpi_finalize(rig_transport *t, const char *why);
 
 #endif

@@ -4,6 +4,8 @@
  * why: mpi_internal.h. */
 #include "mpi_internal.h"
 
+#include "../base/finalize.h"
+
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -25,10 +27,16 @@ void rig_mpi_unref_locked(rig_mpi *m, bool *last)
 
 void rig_mpi_free(rig_mpi *m)
 {
+    /* The job lets go of its record first: nothing reaches m after. */
+    if (m->freed != NULL) {
+        m->freed(m->freed_arg);
+    }
     free(m->pair);
     free(m->shared);
     rig_failure_fini(&m->fail);
-    pthread_cond_destroy(&m->wake_watcher);
+    if (m->wake_fd >= 0) {
+        close(m->wake_fd);
+    }
     pthread_mutex_destroy(&m->lock);
     free(m);
 }
@@ -36,11 +44,11 @@ void rig_mpi_free(rig_mpi *m)
 /* ---- open and wire --------------------------------------------------------
  */
 
+/* The pair protocol's view of the job's failure: its reason, once it
+ * came (a rail refused names the cause, not the stand-in). */
 static const char *handshake_failed(void *self)
 {
-    rig_mpi *m = self;
-    rig_mpi_poll_fail(m); /* a rank may have told why */
-    return rig_mpi_failed(&m->super);
+    return rig_failure_settled(self, RIG_REASON_WAIT_NS);
 }
 
 static bool mpi_open(const rig_transport_params *p, rig_transport **out,
@@ -77,7 +85,9 @@ static bool mpi_open(const rig_transport_params *p, rig_transport **out,
         .rank = p->rank,
         .failed = handshake_failed,
     };
-    if (!rig_failure_init(&m->fail, m->rank, m->size, err)) {
+    m->wake_fd = -1;
+    if (!rig_failure_init(&m->fail, m->rank, m->size, rig_mpi_peer_gone, m,
+                          err)) {
         free(m);
         return false;
     }
@@ -95,27 +105,23 @@ static bool mpi_open(const rig_transport_params *p, rig_transport **out,
         m->pair[r] = MPI_COMM_NULL;
     }
     pthread_mutex_init(&m->lock, NULL);
-    pthread_cond_init(&m->wake_watcher, NULL);
     m->refs = 1;
-    if (!rig_mpi_watch_start(m, err)) {
-        rig_mpi_free(m);
-        return false;
-    }
+    int level = MPI_THREAD_SINGLE;
+    MPI_Query_thread(&level);
+    m->multiple = level == MPI_THREAD_MULTIPLE;
     *out = &m->super;
     return true;
 }
 
 /* Nothing to swap: pair communicators and windows are made rail by rail.
- * The pids of same-node ranks are kept for the watcher. */
+ * Every rank of this node is watched from now on, rails or not. */
 static bool mpi_wire(rig_transport *t, const rig_transport_wiring *w,
                      char **err)
 {
-    (void)err;
     rig_mpi *m = rig_mpi_of(t);
     m->window = w->window;
     m->handshake.window = w->window;
-    rig_failure_know(&m->fail, w);
-    return true;
+    return rig_mpi_watch_start(m, w, err);
 }
 
 /* ---- rails ----------------------------------------------------------------
@@ -148,6 +154,7 @@ static bool mpi_rail_far(rig_transport *t, const rig_rail *r, rig_rail_far *out)
 static void mpi_stop(rig_transport *t)
 {
     rig_mpi *m = rig_mpi_of(t);
+    rig_mpi_tell(m); /* a failure is told before closing */
     /* Held ends stop outside the lock: rig_end_stop waits for wakes in
      * flight, which take it. */
     rig_lock(&m->lock, MPI_LOCK_LEVEL);
@@ -171,42 +178,111 @@ static void mpi_stop(rig_transport *t)
     free(held);
 }
 
+/* One entry of close's exchange: a rail of the pair and whether this
+ * rank still holds it. */
+typedef struct {
+    int64_t id;
+    int64_t held;
+} close_entry;
+
 static int by_id(const void *a, const void *b)
 {
     const rig_mend *x = *(rig_mend *const *)a, *y = *(rig_mend *const *)b;
     return x->id < y->id ? -1 : x->id > y->id;
 }
 
-/* Frees the windows of the rails with peer that neither rank holds; both
- * ranks hold the same windows, taken in id order. */
+/* Swaps close's lists with peer on the job's communicator, giving up
+ * (false) once the peer is known to have left: a dead peer would never
+ * answer.  *theirs (malloc'd) and *ntheirs on success. */
+static bool close_swap(rig_mpi *m, int peer, const close_entry *mine, size_t n,
+                       close_entry **theirs, size_t *ntheirs)
+{
+    MPI_Request req;
+    if (MPI_Isend(mine, (int)(n * sizeof(*mine)), MPI_BYTE, peer, TAG_CLOSE,
+                  m->comm, &req) != MPI_SUCCESS) {
+        return false;
+    }
+    rig_backoff b = {0};
+    MPI_Message msg;
+    MPI_Status st;
+    int flag = 0;
+    for (;;) {
+        if (MPI_Improbe(peer, TAG_CLOSE, m->comm, &flag, &msg, &st) !=
+            MPI_SUCCESS) {
+            flag = 0;
+            break;
+        }
+        if (flag || rig_failure_has_left(&m->fail, peer)) {
+            break;
+        }
+        rig_backoff_step(&b);
+    }
+    if (!flag) {
+        MPI_Cancel(&req);
+        MPI_Request_free(&req);
+        return false;
+    }
+    int count = 0;
+    MPI_Get_count(&st, MPI_BYTE, &count);
+    close_entry *in = malloc(count > 0 ? (size_t)count : 1);
+    char dummy[1];
+    MPI_Mrecv(in != NULL ? (void *)in : dummy, in != NULL ? count : 0, MPI_BYTE,
+              &msg, MPI_STATUS_IGNORE);
+    b.spins = 0;
+    for (;;) {
+        if (MPI_Test(&req, &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS || flag ||
+            rig_failure_has_left(&m->fail, peer)) {
+            break;
+        }
+        rig_backoff_step(&b);
+    }
+    if (!flag || in == NULL) {
+        if (!flag) {
+            MPI_Cancel(&req);
+            MPI_Request_free(&req);
+        }
+        free(in);
+        return false;
+    }
+    *theirs = in;
+    *ntheirs = (size_t)count / sizeof(*in);
+    return true;
+}
+
+/* Frees the windows of the rails with peer that neither rank holds: both
+ * ranks swap their lists (ids and held) and hand the rails in both with
+ * neither holding, in id order, to MPI_Finalize to free.  Rails this rank
+ * gave up on or never finished alone (a failed exchange) are in one list
+ * only and stay. */
 static void close_pair(rig_mpi *m, int peer, rig_mend **ends, size_t n)
 {
     qsort(ends, n, sizeof(*ends), by_id);
-    uint8_t *mine = calloc(n > 0 ? n : 1, 1);
-    uint8_t *theirs = calloc(n > 0 ? n : 1, 1);
-    int other = m->rank < peer ? 1 : 0;
-    if (mine == NULL || theirs == NULL) {
-        free(mine);
-        free(theirs);
+    close_entry *mine = calloc(n > 0 ? n : 1, sizeof(*mine));
+    close_entry *theirs = NULL;
+    size_t nt = 0;
+    if (mine == NULL) {
         return; /* keep every window: safe, only memory */
     }
     for (size_t i = 0; i < n; i++) {
-        mine[i] = ends[i]->held ? 1 : 0;
+        mine[i] = (close_entry){ends[i]->id, ends[i]->held ? 1 : 0};
     }
-    if (MPI_Sendrecv(mine, (int)n, MPI_BYTE, other, TAG_CLOSE, theirs, (int)n,
-                     MPI_BYTE, other, TAG_CLOSE, m->pair[peer],
-                     MPI_STATUS_IGNORE) != MPI_SUCCESS) {
-        memset(theirs, 1, n);
+    if (!close_swap(m, peer, mine, n, &theirs, &nt)) {
+        free(mine);
+        return;
     }
-    for (size_t i = 0; i < n; i++) {
-        rig_mend *e = ends[i];
-        if (e->hs.attached) {
-            rig_window_detach(m->window, e->base);
-            e->hs.attached = false;
-        }
-        if (!mine[i] && !theirs[i]) {
-            MPI_Win_unlock_all(e->win);
-            MPI_Win_free(&e->win);
+    for (size_t i = 0, j = 0; i < n && j < nt;) {
+        if (mine[i].id < theirs[j].id) {
+            i++;
+        } else if (theirs[j].id < mine[i].id) {
+            j++;
+        } else {
+            rig_mend *e = ends[i];
+            if (!mine[i].held && !theirs[j].held && e->win != MPI_WIN_NULL) {
+                MPI_Win_unlock_all(e->win);
+                rig_free_at_finalize(&e->win); /* see ../base/finalize.h */
+            }
+            i++;
+            j++;
         }
     }
     free(mine);
@@ -214,12 +290,15 @@ static void close_pair(rig_mpi *m, int peer, rig_mend **ends, size_t n)
 }
 
 /* The windows of rails no rank holds are freed pair by pair (each a
- * collective of two), skipping peers that left the job. */
-static void mpi_close(rig_transport *t, bool every)
+ * collective of two, at MPI_Finalize), skipping peers that left the job;
+ * a failed job frees none (the peer of any may be gone, or may have given
+ * up a step of the pair protocol that this rank finished): they go with
+ * MPI. */
+static bool mpi_close(rig_transport *t, bool every)
 {
     (void)every; /* a rank that left is skipped pair by pair (gone) */
     rig_mpi *m = rig_mpi_of(t);
-    rig_mpi_watch_stop(m);
+    bool failed = rig_failure_failed(&m->fail);
     rig_lock(&m->lock, MPI_LOCK_LEVEL);
     size_t n = 0;
     for (rig_mend *e = m->ends; e != NULL; e = e->next) {
@@ -232,10 +311,19 @@ static void mpi_close(rig_transport *t, bool every)
         ends[k++] = e;
     }
     rig_unlock(&m->lock, MPI_LOCK_LEVEL);
+    /* Out of the job's window first (freed next, or abandoned). */
+    for (size_t i = 0; i < k; i++) {
+        if (ends[i]->hs.attached) {
+            rig_window_detach(m->window, ends[i]->base);
+            ends[i]->hs.attached = false;
+        }
+    }
     /* Pairs in ascending order of peer: one global order of pairs, so the
      * pairwise collectives never wait in a cycle.  Without memory for the
-     * lists every window stays (safe; only memory). */
-    for (int p = 0; p < m->size && ends != NULL && one != NULL; p++) {
+     * lists every window stays (safe; only memory).  The watcher runs on:
+     * a peer that dies meanwhile is given up. */
+    for (int p = 0; !failed && p < m->size && ends != NULL && one != NULL;
+         p++) {
         size_t np = 0;
         for (size_t i = 0; i < k; i++) {
             if (ends[i]->peer == p) {
@@ -248,33 +336,45 @@ static void mpi_close(rig_transport *t, bool every)
     }
     free(one);
     free(ends);
+    rig_mpi_watch_stop(m);
+    failed = rig_failure_failed(&m->fail);
     for (int p = 0; p < m->size; p++) {
-        if (m->pair[p] != MPI_COMM_NULL) {
+        if (m->pair[p] != MPI_COMM_NULL && !failed) {
             MPI_Comm_free(&m->pair[p]);
         }
+        m->pair[p] = MPI_COMM_NULL;
     }
     rig_lock(&m->lock, MPI_LOCK_LEVEL);
+    m->closed = true; /* from here on: no MPI (failed, owns) */
+    /* Held ends stay listed (owns finds them) until released. */
     rig_mend *dead = NULL;
-    for (rig_mend *e = m->ends, *next; e != NULL; e = next) {
-        next = e->next;
+    for (rig_mend **pp = &m->ends; *pp != NULL;) {
+        rig_mend *e = *pp;
         e->in_job = false;
-        if (!e->held) {
-            e->next = dead;
-            dead = e;
-            m->refs--;
+        if (e->held) {
+            pp = &e->next;
+            continue;
         }
+        *pp = e->next;
+        e->next = dead;
+        dead = e;
+        m->refs--;
     }
-    m->ends = NULL;
-    bool last = false;
-    rig_mpi_unref_locked(m, &last);
     rig_unlock(&m->lock, MPI_LOCK_LEVEL);
     for (rig_mend *e = dead, *next; e != NULL; e = next) {
         next = e->next;
         rig_mend_free(e);
     }
+    rig_failure_look(&m->fail); /* a death during the close */
+    bool died = rig_failure_died(&m->fail);
+    rig_lock(&m->lock, MPI_LOCK_LEVEL);
+    bool last = false;
+    rig_mpi_unref_locked(m, &last);
+    rig_unlock(&m->lock, MPI_LOCK_LEVEL);
     if (last) {
         rig_mpi_free(m);
     }
+    return died;
 }
 
 /* ---- rig_info --------------------------------------------------------------
@@ -320,6 +420,7 @@ const rig_transport_ops rig_mpi_ops = {
     .wire = mpi_wire,
     .rail = mpi_rail,
     .rail_far = mpi_rail_far,
+    .owns = rig_mpi_owns,
     .fail = rig_mpi_fail,
     .failed = rig_mpi_failed,
     .gone = rig_mpi_gone,

@@ -7,18 +7,26 @@
  *
  * A peer on the same node has its end mapped here (ucp_rkey_ptr): the
  * carrier copies each transfer into the peer's inbound with plain stores,
- * then stores `arrived` once with release order -- the ordering fence --
+ * then raises `arrived` once with release order -- the ordering fence --
  * and `sent` at home, since the source was read already.  No syscall, no
- * lock, one `arrived` store per batch however many transfers it holds.
- * `arrived` is a plain store (the carrier is its only writer): a failure
- * raised at the peer in the same instant may be lowered once, which the
- * peer's progress thread repairs by re-raising its counts.
+ * lock, one `arrived` update per batch however many transfers it holds.
+ * `arrived` is raised by a compare-and-swap that never lowers it and
+ * never leaves RIG_COUNT_FAILED (rig_count_advance): the peer may raise it
+ * to RIG_COUNT_FAILED in the same instant, and a failed count stays.
  *
  * Otherwise (another node, or RIG_SHM_STORES=off) the carrier posts UCX
- * puts under the worker lock: the transfers, ucp_worker_fence, the put of
- * `arrived`.  Puts that complete inline make `sent` immediate; the others
- * form a batch that the progress thread finishes, and `sent` advances as
- * batches complete in order. */
+ * puts under the worker lock: the transfers, ucp_worker_fence, then a UCX
+ * compare-and-swap of `arrived` from the count the previous batch stored
+ * to this one's -- the carrier is its only other writer, so it fails only
+ * when the peer raised it to RIG_COUNT_FAILED, which then stays (atomics
+ * are in UCX's cpu mode, atomic with the peer's own CPU compare-and-swap:
+ * transport.c).  The fence orders each batch's swap after the previous
+ * one.  Puts that complete inline make `sent` immediate; the others form
+ * a batch that the progress thread finishes, and `sent` advances as
+ * batches complete in order.
+ *
+ * A jump of ready over many runs carries only the last two runs' worth
+ * (rig_carry_from): a landing copy keeps only its last run anyway. */
 #include "ucx_internal.h"
 
 #include "../base/carrier.h"
@@ -26,6 +34,15 @@
 #include <string.h>
 
 static const uint64_t failed_value = RIG_COUNT_FAILED;
+
+/* Where carrying to ready starts; jumps past what a copy can hold. */
+static inline uint64_t carry_start(rig_uend *e, uint64_t ready, uint64_t *run,
+                                   size_t *j)
+{
+    *run = e->next_run;
+    *j = e->next_j;
+    return rig_carry_from(e->carried, ready, e->nsend, run, j);
+}
 
 /* ---- the mapped fast path ------------------------------------------------ */
 
@@ -40,9 +57,9 @@ static inline size_t span_readied(const rig_uend *e, size_t j, uint64_t left)
 static void carry_mapped(rig_uend *e, uint64_t ready)
 {
     const size_t n = e->nsend;
-    uint64_t run = e->next_run;
-    size_t j = e->next_j;
-    for (uint64_t c = e->carried; c < ready;) {
+    uint64_t run;
+    size_t j;
+    for (uint64_t c = carry_start(e, ready, &run, &j); c < ready;) {
         const rig_transfer *t = &e->send[j];
         size_t k = (size_t)(run & 1);
         size_t m = span_readied(e, j, ready - c);
@@ -56,7 +73,7 @@ static void carry_mapped(rig_uend *e, uint64_t ready)
             run++;
         }
     }
-    atomic_store_explicit(e->peer_arrived, ready, memory_order_release);
+    rig_count_advance(e->peer_counts_map, RIG_ARRIVED_AT, ready);
     e->next_run = run;
     e->next_j = j;
     e->carried = ready;
@@ -122,6 +139,35 @@ static bool put(rig_uend *e, rig_batch *b, const void *src, size_t len,
     return true;
 }
 
+/* Posts the compare-and-swap of the peer's `arrived` for batch b: from
+ * b->old (what the previous batch stored) to b->value; b->value then
+ * receives what was there.  False when it failed at once. */
+static bool swap_arrived(rig_uend *e, rig_batch *b)
+{
+    ucp_request_param_t p = {
+        .op_attr_mask =
+            UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
+            UCP_OP_ATTR_FIELD_DATATYPE | UCP_OP_ATTR_FIELD_REPLY_BUFFER,
+        .cb.send = put_done,
+        .user_data = b,
+        .datatype = ucp_dt_make_contig(sizeof(uint64_t)),
+        .reply_buffer = &b->value,
+    };
+    ucs_status_ptr_t r =
+        ucp_atomic_op_nbx(e->ep, UCP_ATOMIC_OP_CSWAP, &b->old, 1,
+                          e->peer_counts + RIG_ARRIVED_AT, e->rkey, &p);
+    if (UCS_PTR_IS_ERR(r)) {
+        rig_ucx_fail_later(e->ucx,
+                           "failed: ucp_atomic_op_nbx to rank %d failed: %s",
+                           e->peer, rig_ucs_str(UCS_PTR_STATUS(r)));
+        return false;
+    }
+    if (r != NULL) {
+        b->pending++;
+    }
+    return true;
+}
+
 static void carry_put(rig_uend *e, uint64_t ready)
 {
     rig_ucx *u = e->ucx;
@@ -140,14 +186,15 @@ static void carry_put(rig_uend *e, uint64_t ready)
     rig_batch *b = &e->batch[(e->batch_head + e->batch_n) % RIG_BATCHES];
     b->c = ready;
     b->value = ready;
+    b->old = e->put_arrived;
     b->pending = 0;
     b->end = e;
     e->batch_n++;
     const size_t n = e->nsend;
-    uint64_t run = e->next_run;
-    size_t j = e->next_j;
+    uint64_t run;
+    size_t j;
     bool ok = true;
-    for (uint64_t c = e->carried; c < ready && ok;) {
+    for (uint64_t c = carry_start(e, ready, &run, &j); c < ready && ok;) {
         const rig_transfer *t = &e->send[j];
         size_t k = (size_t)(run & 1);
         size_t m = span_readied(e, j, ready - c);
@@ -169,9 +216,8 @@ static void carry_put(rig_uend *e, uint64_t ready)
             ok = false;
         }
     }
-    if (ok) {
-        put(e, b, &b->value, sizeof(b->value), e->peer_counts + RIG_ARRIVED_AT,
-            false);
+    if (ok && swap_arrived(e, b)) {
+        e->put_arrived = ready;
     }
     e->next_run = run;
     e->next_j = j;

@@ -6,9 +6,10 @@
  * descriptor for the peer (the offer) says where it is and carries the
  * rkey.  Connecting unpacks the peer's rkey on the endpoint to it and, for
  * a same-node peer, maps the peer's end (ucp_rkey_ptr) for the carrier's
- * plain stores.  The memory stays while the job is open -- the peer may
- * still carry into it -- and goes at close, or at release once the job
- * closed. */
+ * plain stores.  Once released, an end's memory stays while the peer may
+ * still carry into it: it goes when the pair agrees that both released
+ * the rail (the pair protocol's next offers, ../base/handshake.h), at
+ * close, or at release once the job closed. */
 #include "ucx_internal.h"
 
 #include <stdlib.h>
@@ -49,6 +50,18 @@ rig_uend *rig_uend_find(rig_ucx *u, const rig_rail *r)
         }
     }
     return NULL;
+}
+
+bool rig_ucx_owns(rig_transport *t, const rig_end *end)
+{
+    rig_ucx *u = rig_ucx_of(t);
+    rig_lock(&u->list_lock, UCX_LOCK_LIST);
+    rig_uend *e = u->ends;
+    while (e != NULL && !(e->held && e->end == end)) {
+        e = e->next;
+    }
+    rig_unlock(&u->list_lock, UCX_LOCK_LIST);
+    return e != NULL;
 }
 
 /* ---- making ----------------------------------------------------------------
@@ -187,9 +200,12 @@ err_free:
 /* ---- releasing ----------------------------------------------------------- */
 
 /* The ABI's release hook (rig/provider.h, step 6): the last reference to
- * the end and its rail went.  The memory stays while the job is open --
- * the peer may still carry into it -- and goes at close, or now if the job
- * closed already. */
+ * the end and its rail went.  No wake runs any more (the ABI stopped the
+ * end), and from now on nothing of this rank touches the peer's end
+ * (failure.c tells only held ends' peers).  The memory stays while the
+ * peer may still carry into it: until both released it (uend_released),
+ * close, or now if the job closed already.  Blocks on nothing but the
+ * list lock. */
 static void uend_release(void *self)
 {
     rig_uend *e = self;
@@ -292,8 +308,6 @@ static bool uend_connect(void *end, const void *desc, size_t len,
     e->peer_in_addr = w.base + w.inbound_at;
     if (map != NULL) {
         e->peer_counts_map = (uint8_t *)map + w.counts_at;
-        e->peer_arrived =
-            (atomic_uint_least64_t *)(e->peer_counts_map + RIG_ARRIVED_AT);
         e->peer_in = (uint8_t *)map + w.inbound_at;
     }
     e->end = abi_end;
@@ -355,9 +369,11 @@ void rig_uend_free(rig_uend *e)
     rig_ucx_unref(u);
 }
 
-/* The pair protocol's discard: e was never listed. */
-static void uend_discard(void *end, rig_rail *rail)
+/* The pair protocol's discard: e was never listed.  Nothing is shared
+ * with the peer yet (its rkey of this end goes with its own discard). */
+static void uend_discard(void *end, rig_rail *rail, bool together)
 {
+    (void)together;
     rig_uend *e = end;
     if (rail != NULL) {
         rig_rail_release(rail); /* e is not listed: the hook does nothing */
@@ -365,9 +381,127 @@ static void uend_discard(void *end, rig_rail *rail)
     rig_uend_free(e);
 }
 
+/* ---- freeing released rails ---------------------------------------------- */
+
+/* Released, in the job, with no batch of puts in flight: nothing of this
+ * rank will touch the peer's end any more once the endpoint is flushed.
+ * List and worker locks held. */
+static bool released_quiet(const rig_uend *e, int peer)
+{
+    return e->listed && !e->held && e->in_job && e->peer == peer &&
+           e->batch_n == 0;
+}
+
+static int by_id(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Waits until every operation posted on the endpoint to peer completed at
+ * the peer (ucp_ep_flush_nbx); false when the flush failed or the job
+ * failed meanwhile (then nothing is offered). */
+static bool flush_peer(rig_ucx *u, int peer)
+{
+    rig_lock(&u->worker_lock, UCX_LOCK_WORKER);
+    ucp_ep_h ep = u->ep[peer];
+    ucs_status_ptr_t r = NULL;
+    if (ep != NULL) {
+        ucp_request_param_t p = {.op_attr_mask = 0};
+        r = ucp_ep_flush_nbx(ep, &p);
+    }
+    rig_unlock(&u->worker_lock, UCX_LOCK_WORKER);
+    if (r == NULL) {
+        return true;
+    }
+    if (UCS_PTR_IS_ERR(r)) {
+        return false;
+    }
+    rig_backoff b = {0};
+    for (;;) {
+        rig_lock(&u->worker_lock, UCX_LOCK_WORKER);
+        ucp_worker_progress(u->worker);
+        ucs_status_t st = ucp_request_check_status(r);
+        if (st != UCS_INPROGRESS || rig_failure_failed(&u->fail)) {
+            ucp_request_free(r); /* released by UCX once it completes */
+            rig_unlock(&u->worker_lock, UCX_LOCK_WORKER);
+            return st == UCS_OK;
+        }
+        rig_unlock(&u->worker_lock, UCX_LOCK_WORKER);
+        rig_backoff_step(&b);
+    }
+}
+
+/* The pair protocol's released: ends with peer released here, flushed. */
+static void uend_released(void *self, int peer, int64_t **ids, size_t *n)
+{
+    rig_ucx *u = self;
+    *ids = NULL;
+    *n = 0;
+    rig_lock(&u->list_lock, UCX_LOCK_LIST);
+    rig_lock(&u->worker_lock, UCX_LOCK_WORKER);
+    size_t k = 0;
+    for (rig_uend *e = u->ends; e != NULL; e = e->next) {
+        k += released_quiet(e, peer) ? 1 : 0;
+    }
+    int64_t *out = k > 0 ? malloc(k * sizeof(*out)) : NULL;
+    k = 0;
+    for (rig_uend *e = u->ends; e != NULL && out != NULL; e = e->next) {
+        if (released_quiet(e, peer)) {
+            out[k++] = e->id;
+        }
+    }
+    rig_unlock(&u->worker_lock, UCX_LOCK_WORKER);
+    rig_unlock(&u->list_lock, UCX_LOCK_LIST);
+    if (out == NULL) {
+        return;
+    }
+    /* Failure puts of these ends, if any, were posted before they were
+     * released: the flush makes sure they all landed. */
+    if (!flush_peer(u, peer)) {
+        free(out);
+        return;
+    }
+    qsort(out, k, sizeof(*out), by_id);
+    *ids = out;
+    *n = k;
+}
+
+/* The pair protocol's free_released: the peer released them too and
+ * touches them no more: memory, rkey and window slot go. */
+static void uend_free_released(void *self, int peer, const int64_t *ids,
+                               size_t n)
+{
+    rig_ucx *u = self;
+    for (size_t i = 0; i < n; i++) {
+        rig_lock(&u->list_lock, UCX_LOCK_LIST);
+        rig_uend *e = u->ends;
+        while (e != NULL &&
+               !(e->id == ids[i] && e->peer == peer && !e->held && e->in_job)) {
+            e = e->next;
+        }
+        bool attached = false;
+        if (e != NULL) {
+            rig_uend_unlink(u, e);
+            attached = e->hs.attached;
+            e->hs.attached = false;
+        }
+        rig_unlock(&u->list_lock, UCX_LOCK_LIST);
+        if (e == NULL) {
+            continue;
+        }
+        if (attached) {
+            rig_window_detach(u->window, e->mem.base);
+        }
+        rig_uend_free(e);
+    }
+}
+
 const rig_handshake_ops rig_uend_handshake = {
     .make = uend_make,
     .connect = uend_connect,
     .finish = uend_finish,
     .discard = uend_discard,
+    .released = uend_released,
+    .free_released = uend_free_released,
 };

@@ -15,12 +15,29 @@
  * inside ucp_worker_progress.  With the default a dead peer is seen well
  * within 2 s.
  *
+ * Every way of seeing a rank gone enters through rig_failure_peer_gone
+ * (../base/failure.h), which calls ucx_peer_gone below on the progress
+ * thread: a pidfd, a kill(pid, 0) poll, and whatever source issue 14 adds
+ * (a heartbeat).  An endpoint error is the one exception: it arrives
+ * inside ucp_worker_progress and is handed over (rig_ucx_fail_later).
+ *
  * Propagation.  The rank where a failure starts (a peer's death seen here,
  * a failed put, rig_job_fail, MPI_Finalize without rig_job_close) sends
  * the reason to every other rank in a UCX active message, which wakes the
  * receiver's progress thread (UCP_FEATURE_WAKEUP): every rank fails within
  * a message latency, whether or not it shares a rail with the origin.  A
- * rank that learns of a failure this way does not send it on. */
+ * rank that learns of a failure this way does not send it on.  Then every
+ * rank raises the counts of its rail peers' ends of the rails it holds
+ * (stores into mapped ends, puts of RIG_COUNT_FAILED otherwise), which is
+ * faster than the message; a rank whose counts a peer raised before its
+ * message came takes the failure in when asked (rig_ucx_failed), with a
+ * stand-in reason until the message brings the real one.
+ *
+ * Closing.  Once closing began, a death (or a notice naming a rank that
+ * left) still marks the rank gone and fails the job, so that the closing
+ * barrier gives up on it; an endpoint error then only marks its rank gone
+ * (a peer that finished closing drops its endpoints too, and the job's
+ * closing barrier allows for that, see src/job/job.c). */
 #include "ucx_internal.h"
 
 #include <errno.h>
@@ -65,22 +82,28 @@ static ucs_status_t fail_am(void *arg, const void *header, size_t header_len,
     (void)header;
     (void)header_len;
     rig_ucx *u = arg;
-    /* Sent eager (UCP_AM_SEND_FLAG_EAGER): data is here for the call. */
-    if (atomic_load(&u->closing) ||
-        (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV)) {
+    /* Sent eager (UCP_AM_SEND_FLAG_EAGER): data is here for the call.
+     * Taken while closing too: the rank it names as gone must not be
+     * waited for by the closing barrier. */
+    if (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) {
         return UCS_OK;
     }
-    /* The rank that left the job (or -1), then the reason. */
-    int32_t gone = -1;
-    if (len < sizeof(gone)) {
+    /* The rank that left the job (or -1) and how, then the reason. */
+    int32_t head[2] = {-1, 0};
+    if (len < sizeof(head)) {
         return UCS_OK;
     }
-    memcpy(&gone, data, sizeof(gone));
-    rig_failure_left(&u->fail, (int)gone); /* -1 or out of range: none */
+    memcpy(head, data, sizeof(head));
+    /* -1 or out of range: none */
+    int how = head[1];
+    rig_failure_left(&u->fail, (int)head[0],
+                     how == RIG_LEFT_FINALIZED || how == RIG_LEFT_CLOSING
+                         ? how
+                         : RIG_LEFT_DIED);
     char msg[RIG_FAIL_MSG_MAX];
-    len -= sizeof(gone);
+    len -= sizeof(head);
     size_t n = len < sizeof(msg) - 1 ? len : sizeof(msg) - 1;
-    memcpy(msg, (const char *)data + sizeof(gone), n);
+    memcpy(msg, (const char *)data + sizeof(head), n);
     msg[n] = '\0';
     /* Inside ucp_worker_progress, under the worker lock: the progress
      * thread fails the job. */
@@ -117,15 +140,16 @@ bool rig_fail_init(rig_ucx *u, char **err)
  * for the sends.  List and worker locks held. */
 static void broadcast(rig_ucx *u, const char *why)
 {
-    char msg[sizeof(int32_t) + RIG_FAIL_MSG_MAX];
-    int32_t gone = (int32_t)rig_failure_gone(&u->fail);
-    memcpy(msg, &gone, sizeof(gone));
+    char msg[2 * sizeof(int32_t) + RIG_FAIL_MSG_MAX];
+    int gone = rig_failure_gone(&u->fail);
+    int32_t head[2] = {(int32_t)gone, (int32_t)rig_failure_how(&u->fail, gone)};
+    memcpy(msg, head, sizeof(head));
     size_t len = strlen(why) + 1;
     if (len > RIG_FAIL_MSG_MAX) {
         len = RIG_FAIL_MSG_MAX;
     }
-    memcpy(msg + sizeof(gone), why, len);
-    len += sizeof(gone);
+    memcpy(msg + sizeof(head), why, len);
+    len += sizeof(head);
     void **req = calloc((size_t)u->size, sizeof(*req));
     if (req == NULL) {
         return;
@@ -166,7 +190,7 @@ static void broadcast(rig_ucx *u, const char *why)
         if (!busy) {
             break;
         }
-        if (rig_now_ns() > until) {
+        if (rig_now_ns() > until || atomic_load(&u->stop)) {
             for (int r = 0; r < u->size; r++) {
                 if (req[r] != NULL) {
                     ucp_request_cancel(u->worker, req[r]);
@@ -182,15 +206,23 @@ static void broadcast(rig_ucx *u, const char *why)
 
 /* ---- watching peers ------------------------------------------------------ */
 
+static void fail_from(rig_ucx *u, const char *why, bool origin);
+
+/* rig_failure_peer_gone's sink: the rank left the job (so the closing
+ * barrier gives up on it, closing or not) and the job fails here, told
+ * to every rank.  Any thread holding no lock of the transport. */
+void rig_ucx_peer_gone(void *self, int r, const char *why)
+{
+    rig_ucx *u = self;
+    if (!rig_failure_left(&u->fail, r, RIG_LEFT_DIED)) {
+        return; /* seen already */
+    }
+    fail_from(u, why, true);
+}
+
 static void peer_died(rig_ucx *u, int r)
 {
-    if (atomic_load(&u->closing) || !rig_failure_left(&u->fail, r)) {
-        return;
-    }
-    char why[160];
-    snprintf(why, sizeof(why), "failed: rank %d died (pid %d, seen by rank %d)",
-             r, (int)u->fail.pid[r], u->rank);
-    rig_ucx_fail(&u->super, why);
+    rig_failure_peer_gone(&u->fail, r, "died");
 }
 
 bool rig_fail_watch(rig_ucx *u, const rig_transport_wiring *w, char **err)
@@ -260,20 +292,31 @@ void rig_fail_poll(rig_ucx *u)
 
 /* ---- failing ------------------------------------------------------------- */
 
-int rig_ucx_gone(rig_transport *t)
+int rig_ucx_gone(rig_transport *t, bool *died)
 {
-    return rig_failure_gone(&rig_ucx_of(t)->fail);
+    rig_ucx *u = rig_ucx_of(t);
+    int gone = rig_failure_look(&u->fail);
+    if (died != NULL) {
+        *died = rig_failure_died(&u->fail);
+    }
+    return gone;
 }
 
-/* origin: the failure starts here (not told by a peer), so every rank is
- * told of it. */
+/* Fails the job here: the failure state first, then every held end's
+ * counts, all under the list lock, so that a thread that finds the state
+ * set and takes the list lock finds every count raised.  origin: the
+ * failure starts here (not told by a peer), so every rank is told of it.
+ * A stand-in (why NULL: a peer raised a count of ours before its message
+ * came) never makes this rank the origin. */
 static void fail_from(rig_ucx *u, const char *why, bool origin)
 {
     rig_lock(&u->list_lock, UCX_LOCK_LIST);
-    if (!rig_failure_failed(&u->fail)) {
+    bool first = !rig_failure_failed(&u->fail);
+    /* The first reason (a stand-in is none) says who tells every rank. */
+    bool reason = why != NULL && rig_failure_set(&u->fail, why);
+    if (reason) {
         u->fail_origin = origin;
-        atomic_store(&u->told, false);
-        rig_failure_set(&u->fail, why != NULL ? why : "failed: rig_job_fail");
+        atomic_store(&u->told, !origin);
         rig_log(RIG_LOG_WARN, "rank %d: the job failed: %s", u->rank,
                 rig_failure_reason(&u->fail));
     }
@@ -283,8 +326,23 @@ static void fail_from(rig_ucx *u, const char *why, bool origin)
         }
     }
     rig_unlock(&u->list_lock, UCX_LOCK_LIST);
-    atomic_store(&u->tell_peers, true);
-    rig_ucx_kick(u);
+    if (first || reason) {
+        atomic_store(&u->tell_peers, true);
+        rig_ucx_kick(u);
+    }
+}
+
+/* A held end with a count at RIG_COUNT_FAILED while the job has not
+ * failed here: a peer failed the rail before its message came.  List lock
+ * held. */
+static rig_uend *raised_by_peer(rig_ucx *u)
+{
+    for (rig_uend *e = u->ends; e != NULL; e = e->next) {
+        if (e->held && rig_end_failed(e->end)) {
+            return e;
+        }
+    }
+    return NULL;
 }
 
 void rig_ucx_fail(rig_transport *t, const char *why)
@@ -292,9 +350,37 @@ void rig_ucx_fail(rig_transport *t, const char *why)
     fail_from(rig_ucx_of(t), why, true);
 }
 
-const char *rig_ucx_failed(rig_transport *t)
+const char *rig_ucx_failed(rig_transport *t, bool *known)
 {
-    return rig_failure_reason(&rig_ucx_of(t)->fail);
+    rig_ucx *u = rig_ucx_of(t);
+    /* Whoever sets the state raises every held end's counts in the same
+     * hold of the list lock: once this thread holds it, either the job
+     * has not failed here or every count is raised. */
+    rig_lock(&u->list_lock, UCX_LOCK_LIST);
+    rig_uend *e = NULL;
+    if (!rig_failure_failed(&u->fail) && (e = raised_by_peer(u)) != NULL) {
+        char seen[160];
+        snprintf(seen, sizeof(seen),
+                 "failed: rank %d's end of rail %lld was failed by rank %d "
+                 "(the reason is on its way)",
+                 u->rank, (long long)e->id, e->peer);
+        rig_failure_seen(&u->fail, seen);
+        for (rig_uend *x = u->ends; x != NULL; x = x->next) {
+            if (x->held) {
+                rig_end_fail(x->end);
+            }
+        }
+    }
+    rig_unlock(&u->list_lock, UCX_LOCK_LIST);
+    if (e != NULL) {
+        /* The peers of this rank's other rails, at once. */
+        atomic_store(&u->tell_peers, true);
+        rig_ucx_kick(u);
+    }
+    if (known != NULL) {
+        *known = rig_failure_known(&u->fail);
+    }
+    return rig_failure_reason(&u->fail);
 }
 
 void rig_ucx_flush_fail(rig_ucx *u)
@@ -309,10 +395,14 @@ void rig_ucx_flush_fail(rig_ucx *u)
 void rig_ucx_finalize(rig_transport *t, const char *why)
 {
     rig_ucx *u = rig_ucx_of(t);
-    rig_failure_left(&u->fail, u->rank);
+    rig_failure_left(&u->fail, u->rank, RIG_LEFT_FINALIZED);
     rig_ucx_fail(t, why);
     rig_ucx_flush_fail(u);
 }
+
+/* A stand-in reason is replaced once the reason comes: the message of the
+ * rank where the failure started, which wakes this rank's progress
+ * thread. */
 
 /* Endpoint errors and failed puts arrive inside ucp_worker_progress, under
  * the worker lock and possibly on a thread in a wake: the failure is
@@ -340,27 +430,30 @@ void rig_ucx_fail_later(rig_ucx *u, const char *fmt, ...)
     fail_later(u, why != NULL ? why : strdup("failed: a put failed"));
 }
 
-/* Tells the peers of every end that the job failed, and every rank when
- * the failure started here. */
+/* Tells every rank when the failure started here -- the message first,
+ * so that it is on its way before any count it explains moves -- then
+ * the peers of every held end (a released end's peer is told by its own
+ * rank, and its memory may be about to go: see end.c).  Closing or not:
+ * a rank in its closing barrier learns from it which rank left. */
 static void tell_peers(rig_ucx *u)
 {
     rig_lock(&u->list_lock, UCX_LOCK_LIST);
     rig_lock(&u->worker_lock, UCX_LOCK_WORKER);
+    /* The reason and fail_origin are set once, before tell_peers. */
+    if (u->fail_origin) {
+        broadcast(u, rig_failure_reason(&u->fail));
+    }
     for (rig_uend *e = u->ends; e != NULL; e = e->next) {
-        if (e->in_job && e->rkey != NULL) {
+        if (e->held && e->in_job && e->rkey != NULL) {
             rig_uend_fail_peer(e);
         }
-    }
-    /* The reason and fail_origin are set once, before tell_peers. */
-    if (u->fail_origin && !atomic_load(&u->closing)) {
-        broadcast(u, rig_failure_reason(&u->fail));
     }
     rig_unlock(&u->worker_lock, UCX_LOCK_WORKER);
     rig_unlock(&u->list_lock, UCX_LOCK_LIST);
     atomic_store(&u->told, true);
 }
 
-bool rig_fail_progress(rig_ucx *u)
+void rig_fail_progress(rig_ucx *u)
 {
     char *why = atomic_exchange(&u->pending_why, NULL);
     if (why != NULL) {
@@ -374,18 +467,5 @@ bool rig_fail_progress(rig_ucx *u)
     }
     if (atomic_exchange(&u->tell_peers, false)) {
         tell_peers(u);
-        return true;
     }
-    return false;
-}
-
-void rig_fail_refail(rig_ucx *u)
-{
-    rig_lock(&u->list_lock, UCX_LOCK_LIST);
-    for (rig_uend *e = u->ends; e != NULL; e = e->next) {
-        if (e->held) {
-            rig_end_fail(e->end);
-        }
-    }
-    rig_unlock(&u->list_lock, UCX_LOCK_LIST);
 }

@@ -6,9 +6,9 @@
  * (ucp_worker_arm): an idle job uses no CPU.  While puts are outstanding
  * it progresses the worker with backoff (spin, yield, sleep); it also
  * serves transports whose target must progress (TCP), runs UCX keepalive
- * (every wake_ms when peers on other nodes need it), fails the job for
- * code that could not (failure.c) and re-raises failed counts after 1, 10
- * and 100 ms. */
+ * (every wake_ms when peers on other nodes need it) and fails the job for
+ * code that could not (failure.c).  A failed count needs no re-raising:
+ * nothing lowers it (carrier.c). */
 #include "ucx_internal.h"
 
 #include <errno.h>
@@ -28,12 +28,9 @@ static void *progress_main(void *arg)
 {
     rig_ucx *u = arg;
     rig_backoff b = {0};
-    int refails = 0;
     struct epoll_event ev[4];
     while (!atomic_load(&u->stop)) {
-        if (rig_fail_progress(u)) {
-            refails = 3;
-        }
+        rig_fail_progress(u);
         rig_lock(&u->worker_lock, UCX_LOCK_WORKER);
         while (ucp_worker_progress(u->worker) != 0) {
         }
@@ -51,15 +48,7 @@ static void *progress_main(void *arg)
         if (st == UCS_ERR_BUSY) {
             continue;
         }
-        int timeout = refails > 0 ? (refails == 3   ? 1
-                                     : refails == 2 ? 10
-                                                    : 100)
-                                  : u->wake_ms;
-        int n = epoll_wait(u->epfd, ev, 4, timeout);
-        if (n == 0 && refails > 0) {
-            rig_fail_refail(u);
-            refails--;
-        }
+        int n = epoll_wait(u->epfd, ev, 4, u->wake_ms);
         if (n == 0) {
             rig_fail_poll(u); /* and keepalive runs in the next progress */
         }

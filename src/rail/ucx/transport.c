@@ -12,7 +12,10 @@
  * its own context with ucp_config_modify, which UCX applies to the
  * interfaces as the worker opens them: the application's environment and
  * every other UCX context stay as they were.  A user's own UCX_* variable
- * for the same setting wins. */
+ * for the same setting wins.  Atomics run in UCX's "cpu" mode: the put
+ * path stores a peer's `arrived` by a compare-and-swap (carrier.c), which
+ * must be atomic with the peer's own CPU compare-and-swap that raises it
+ * to RIG_COUNT_FAILED (a device atomic need not be). */
 #include "ucx_internal.h"
 
 #include <errno.h>
@@ -115,12 +118,25 @@ static bool context_make(int size, uint64_t keepalive_ms, ucp_context_h *out,
         ucp_config_release(cfg);
         return false;
     }
+    const char *mode = getenv("UCX_ATOMIC_MODE");
+    if (mode == NULL || mode[0] == '\0') {
+        st = ucp_config_modify(cfg, "ATOMIC_MODE", "cpu");
+        if (st != UCS_OK) {
+            ucp_config_release(cfg);
+            return rig_err(err,
+                           "system: ucp_config_modify(ATOMIC_MODE=cpu) "
+                           "failed: %s",
+                           rig_ucs_str(st));
+        }
+    }
     ucp_params_t p = {
         .field_mask = UCP_PARAM_FIELD_FEATURES |
                       UCP_PARAM_FIELD_MT_WORKERS_SHARED |
                       UCP_PARAM_FIELD_ESTIMATED_NUM_EPS,
-        /* AM: the failure message (failure.c). */
-        .features = UCP_FEATURE_RMA | UCP_FEATURE_WAKEUP | UCP_FEATURE_AM,
+        /* AM: the failure message (failure.c); AMO64: `arrived` on the put
+         * path (carrier.c). */
+        .features = UCP_FEATURE_RMA | UCP_FEATURE_WAKEUP | UCP_FEATURE_AM |
+                    UCP_FEATURE_AMO64,
         .mt_workers_shared = 1,
         .estimated_num_eps = size > 0 ? (size_t)size : 1,
     };
@@ -231,9 +247,11 @@ static void ucx_free(rig_ucx *u)
     free(u);
 }
 
+/* The pair protocol's view of the job's failure: its reason, once it
+ * came (a rail refused names the cause, not the stand-in). */
 static const char *handshake_failed(void *self)
 {
-    return rig_ucx_failed(self);
+    return rig_failure_settled(self, RIG_REASON_WAIT_NS);
 }
 
 static bool ucx_open(const rig_transport_params *p, rig_transport **out,
@@ -250,6 +268,8 @@ static bool ucx_open(const rig_transport_params *p, rig_transport **out,
     u->cuda_switch = p->cuda;
     u->shm_stores = p->shm_stores;
     u->refs = 1;
+    u->freed = p->freed;
+    u->freed_arg = p->freed_arg;
     u->epfd = -1;
     u->eventfd = -1;
     u->wake_ms = -1;
@@ -264,7 +284,7 @@ static bool ucx_open(const rig_transport_params *p, rig_transport **out,
     pthread_mutex_init(&u->worker_lock, NULL);
     pthread_mutex_init(&u->list_lock, NULL);
     int size = p->size;
-    if (!rig_failure_init(&u->fail, p->rank, size, err)) {
+    if (!rig_failure_init(&u->fail, p->rank, size, rig_ucx_peer_gone, u, err)) {
         pthread_mutex_destroy(&u->worker_lock);
         pthread_mutex_destroy(&u->list_lock);
         free(u);
@@ -393,21 +413,26 @@ static bool ucx_wire(rig_transport *t, const rig_transport_wiring *w,
     return addresses_swap(u, err) && rig_fail_watch(u, w, err);
 }
 
-/* An endpoint's error: inside ucp_worker_progress, under the worker lock. */
+/* An endpoint's error: inside ucp_worker_progress, under the worker lock.
+ * The peer most likely died: no collective waits for it.  While closing
+ * it may instead have finished its close and dropped its endpoints: then
+ * it is only marked gone (the closing barrier allows for that) and the
+ * job does not fail for it. */
 static void ep_error(void *arg, ucp_ep_h ep, ucs_status_t status)
 {
     rig_ucx *u = arg;
-    if (atomic_load(&u->closing)) {
-        return;
-    }
     int peer = -1;
     for (int r = 0; r < u->size; r++) {
         if (u->ep[r] == ep) {
             peer = r;
         }
     }
-    rig_failure_left(&u->fail, peer); /* most likely dead: no collective
-                                       * waits for it */
+    bool closing = atomic_load(&u->closing);
+    rig_failure_left(&u->fail, peer,
+                     closing ? RIG_LEFT_CLOSING : RIG_LEFT_DIED);
+    if (closing) {
+        return;
+    }
     rig_ucx_fail_later(u, "failed: the endpoint to rank %d failed: %s", peer,
                        rig_ucs_str(status));
 }
@@ -474,6 +499,10 @@ void rig_ucx_unref(rig_ucx *u)
     long left = --u->refs;
     rig_unlock(&u->list_lock, UCX_LOCK_LIST);
     if (left == 0) {
+        /* The job lets go of its record first: nothing reaches u after. */
+        if (u->freed != NULL) {
+            u->freed(u->freed_arg);
+        }
         ucx_free(u);
     }
 }
@@ -496,7 +525,7 @@ static void ucx_stop(rig_transport *t)
 }
 
 /* No collective: all is not needed. */
-static void ucx_close(rig_transport *t, bool all)
+static bool ucx_close(rig_transport *t, bool all)
 {
     (void)all;
     rig_ucx *u = rig_ucx_of(t);
@@ -555,7 +584,10 @@ static void ucx_close(rig_transport *t, bool all)
         next = e->next;
         rig_uend_free(e);
     }
+    rig_failure_look(&u->fail); /* a death during the close */
+    bool died = rig_failure_died(&u->fail);
     rig_ucx_unref(u);
+    return died;
 }
 
 /* ---- rig_info --------------------------------------------------------------
@@ -636,6 +668,7 @@ const rig_transport_ops rig_ucx_ops = {
     .wire = ucx_wire,
     .rail = ucx_rail,
     .rail_far = ucx_rail_far,
+    .owns = rig_ucx_owns,
     .fail = rig_ucx_fail,
     .failed = rig_ucx_failed,
     .gone = rig_ucx_gone,

@@ -80,10 +80,12 @@ void rig_endmem_free(rig_ucx *u, rig_endmem *m);
 /* ---- ends --------------------------------------------------------------- */
 
 /* A batch of puts of one wake on the put path: the puts up to count c and
- * the put of `arrived` (whose source is `value`). */
+ * the compare-and-swap of `arrived` from `old` (the count the previous
+ * batch stored; on completion what was there) to `value`. */
 typedef struct {
     uint64_t c;
     uint64_t value;
+    uint64_t old;
     unsigned pending; /* requests not completed yet */
     rig_uend *end;
 } rig_batch;
@@ -110,9 +112,8 @@ struct rig_uend {
     } * span;
     uint64_t next_run; /* run and transfer of count carried + 1 */
     size_t next_j;
-    uint8_t *peer_in;                    /* mapped peer inbound, or NULL */
-    atomic_uint_least64_t *peer_arrived; /* mapped peer arrived, or NULL */
-    size_t in_copy;                      /* bytes of one peer inbound copy */
+    uint8_t *peer_in; /* mapped peer inbound, or NULL */
+    size_t in_copy;   /* bytes of one peer inbound copy */
     rig_ucx *ucx;
     uint8_t *peer_counts_map; /* mapped peer counts, or NULL */
 
@@ -122,6 +123,7 @@ struct rig_uend {
     uint64_t peer_counts, peer_in_addr;
     rig_batch batch[RIG_BATCHES]; /* ring: batches not yet sent */
     unsigned batch_head, batch_n;
+    uint64_t put_arrived; /* the peer's `arrived` as the last batch set it */
 
     /* Cold. */
     int peer;
@@ -169,6 +171,8 @@ struct rig_ucx {
     pthread_mutex_t list_lock;
     rig_uend *ends;
     long refs; /* 1 for the job + 1 per end not yet freed; list_lock */
+    void (*freed)(void *arg); /* the job's hook, when the last ref goes */
+    void *freed_arg;
 
     /* Failure (failure.c): the shared state (why, who left, peers'
      * processes), and how this transport spreads it. */
@@ -179,7 +183,8 @@ struct rig_ucx {
                                      * (list lock; set once, with the reason) */
     atomic_bool tell_peers;         /* the progress thread still has to */
     atomic_bool told;      /* every rank was told (or did not need to) */
-    atomic_bool closing;   /* endpoint errors are expected now */
+    atomic_bool closing;   /* endpoint errors are expected now: they only
+                            * mark their rank gone */
     uint64_t keepalive_ms; /* RIG_KEEPALIVE_MS */
     int wake_ms; /* the progress thread's period, -1: none needed (wire) */
 
@@ -231,6 +236,8 @@ void rig_ucx_kick(rig_ucx *u);
 
 /* The pair protocol's steps for UCX ends. */
 extern const rig_handshake_ops rig_uend_handshake;
+/* Whether e is the ABI end of a held end of u (the ops table's owns). */
+bool rig_ucx_owns(rig_transport *t, const rig_end *e);
 /* Frees an end no one uses any more (memory, rkey, descriptor) and drops
  * its reference on the transport.  No lock held. */
 void rig_uend_free(rig_uend *e);
@@ -263,12 +270,11 @@ bool rig_fail_watch(rig_ucx *u, const rig_transport_wiring *w, char **err);
 bool rig_fail_event(rig_ucx *u, int fd);
 /* Polls same-node peers that have no pidfd (every wake_ms). */
 void rig_fail_poll(rig_ucx *u);
-/* The progress thread's turn: failures handed over, peers to tell.  True
- * when it told the peers (the counts are then re-raised a few times). */
-bool rig_fail_progress(rig_ucx *u);
-/* Re-raises every held end's counts (a put in flight when they failed may
- * have lowered one). */
-void rig_fail_refail(rig_ucx *u);
+/* The progress thread's turn: failures handed over, peers to tell. */
+void rig_fail_progress(rig_ucx *u);
+/* rig_failure_peer_gone's sink (the failure state's on_gone): rank r
+ * left, the job fails with why and every rank is told.  No lock held. */
+void rig_ucx_peer_gone(void *self, int r, const char *why);
 /* Hands a failure to the progress thread, which fails the job: for callers
  * that hold the worker lock or run inside a wake.  Any thread. */
 void rig_ucx_fail_later(rig_ucx *u, const char *fmt, ...) RIG_PRINTF(2, 3);
@@ -277,8 +283,8 @@ void rig_ucx_flush_fail(rig_ucx *u);
 
 /* The ops table's failure slots. */
 void rig_ucx_fail(rig_transport *t, const char *why);
-const char *rig_ucx_failed(rig_transport *t);
-int rig_ucx_gone(rig_transport *t);
+const char *rig_ucx_failed(rig_transport *t, bool *known);
+int rig_ucx_gone(rig_transport *t, bool *died);
 void rig_ucx_finalize(rig_transport *t, const char *why);
 
 #endif
