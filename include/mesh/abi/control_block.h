@@ -146,8 +146,10 @@ typedef struct mesh_cb_slot {
     _Atomic uint64_t scratch;
     /* PX_SCRATCH_BYTES: its size. */
     _Atomic uint64_t scratch_bytes;
-    /* P_READS: the reads mask, bit i = the program reads input (rail end)
-     * i; P_VIEW: peer view generation, raised when the mask changes. */
+    /* P_READS: the reads mask, bit i = input i of the program (a rail
+     * end it reads or writes, mesh/abi/ends.h) is bound to an end on
+     * this machine; P_VIEW: peer view generation, raised when the mask
+     * changes (never while nodes run: no executor reads it live). */
     _Atomic uint64_t reads;
     _Atomic uint64_t view;
     uint8_t host_pad_[8];

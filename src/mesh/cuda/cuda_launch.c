@@ -332,6 +332,12 @@ bool mesh_cuda_load(const mesh_backend *b, mesh_prepared *p, mesh_kernel **out,
                        "compiled by the CUDA compiler",
                        name);
     }
+    if (p->ends != NULL && p->ends->n > 0) {
+        return rig_err(err,
+                       "unsupported: program %s names rail ends, which the "
+                       "CUDA executor does not hand to kernels yet",
+                       name);
+    }
     if (p->kernel != NULL) {
         /* Prepared already: an MPS worker, started with the module loaded. */
         if (be->mps == NULL || !mesh_cuda_mps_kernel(p->kernel)) {

@@ -207,6 +207,12 @@ static bool b_load(const mesh_backend *b, mesh_prepared *p, mesh_kernel **out,
                             "backend");
     }
     wasm_kernel *wk = k->self;
+    if (p->ends != NULL && p->ends->n > 0) {
+        return rig_err(err,
+                       "unsupported: program %s names rail ends, which the "
+                       "wasm executor does not hand to modules yet",
+                       wk->img->name);
+    }
     if (wk->scratch == NULL && wk->img->scratch_bytes > 0) {
         void *s = mmap(NULL, wk->img->scratch_bytes, PROT_READ | PROT_WRITE,
                        MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
