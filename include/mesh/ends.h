@@ -15,9 +15,10 @@
  *   cuda    the same table in pinned memory with the ends' device
  *           addresses (PX_ENDS), and a host thread that readies an end
  *           when its device raises the entry's point.
- * The host keeps every bound end alive (a reference) until the driver
- * stopped the program (mesh_driver_stop), and the executors use the ends
- * only until then.
+ * The host keeps every bound end alive (a reference) until its load of
+ * the program returned; the executor takes references of its own for as
+ * long as it may use the ends (until the program is unloaded, or for
+ * good where a node it could not stop may still run).
  *
  * Needs rig/remote_abi.h (ends) and nothing else of rig. */
 #ifndef MESH_ENDS_H

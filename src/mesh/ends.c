@@ -206,6 +206,7 @@ void mesh_ends_free(mesh_ends *e)
     for (size_t i = 0; e->b != NULL && i < e->n; i++) {
         free((void *)e->b[i].send);
         free((void *)e->b[i].receive);
+        rig_end_release(e->b[i].end);
     }
     free((void *)e->b);
     e->b = NULL;
@@ -227,6 +228,7 @@ bool mesh_ends_dup(mesh_ends *dst, const mesh_ends *src, char **err)
         b[i] = src->b[i];
         b[i].send = NULL;
         b[i].receive = NULL;
+        b[i].end = rig_end_retain(src->b[i].end);
         dst->n = i + 1;
         if (!list_dup(src->b[i].send, src->b[i].nsend, &b[i].send) ||
             !list_dup(src->b[i].receive, src->b[i].nreceive, &b[i].receive)) {

@@ -40,10 +40,13 @@ bool mesh_wasm_built(void);
 
 /* ---- a program's ends (ends.c) ----------------------------------------- */
 
-/* Deep copy of src (bindings and lists) into *dst; NULL or empty src: an
+/* Deep copy of src (bindings and lists) into *dst, with a reference of
+ * the executor's own on every end (an executor may outlive the host's
+ * hold: a wasm lane abandoned at unload still runs); NULL or empty src: an
  * empty dst.  "nomem: ". */
 bool mesh_ends_dup(mesh_ends *dst, const mesh_ends *src, char **err);
-/* Frees what mesh_ends_dup made and empties e (NULL: nothing). */
+/* Frees what mesh_ends_dup made, releases its references, and empties e
+ * (NULL: nothing). */
 void mesh_ends_free(mesh_ends *e);
 /* Bytes of the table (mesh/abi/ends.h) for ends, a multiple of 4096. */
 size_t mesh_ends_table_bytes(const mesh_ends *ends);
