@@ -160,9 +160,11 @@ uint64_t mesh_end_arrived(const mesh_end *e);
  * NULL end, is ignored; on a failed rail the count stays failed. */
 void mesh_end_ready(mesh_end *e, uint64_t c);
 
-/* Wait until `arrived` (resp. `sent`) >= c: spin briefly, then yield the
- * core between looks.  True when reached; false when the rail failed,
- * the slot was halted (mesh_worker_halted), or e is NULL.  Any thread. */
+/* Wait until `arrived` (resp. `sent`) >= c, sharing the CPU as the host's
+ * waits do (its RIG_WAIT, the table's E_WAIT: by default spin about 4096
+ * looks, then yield the core between looks for 2 ms, then sleep 50 us
+ * between looks).  True when reached; false when the rail failed, the
+ * slot was halted (mesh_worker_halted), or e is NULL.  Any thread. */
 bool mesh_end_wait_arrived(const mesh_end *e, uint64_t c);
 bool mesh_end_wait_sent(const mesh_end *e, uint64_t c);
 

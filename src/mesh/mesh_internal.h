@@ -51,11 +51,13 @@ void mesh_ends_free(mesh_ends *e);
 /* Bytes of the table (mesh/abi/ends.h) for ends, a multiple of 4096. */
 size_t mesh_ends_table_bytes(const mesh_ends *ends);
 /* Fills the table t of bytes bytes (mesh_ends_table_bytes) for ends and
- * the manifest's masks, the carriers' state from each end's `sent`, and
- * publishes its magic last.  places: find each end's segment
+ * the manifest's masks, the carriers' state from each end's `sent`, the
+ * nodes' wait mode for a launch of nodes nodes, and publishes its magic
+ * last.  places: find each end's segment
  * (mesh_end_place_of; its errors), for nodes in other processes. */
 bool mesh_ends_table_fill(mesh_ends_table *t, size_t bytes,
                           const mesh_ends *ends, uint64_t reads,
-                          uint64_t writes, bool places, char **err);
+                          uint64_t writes, uint32_t nodes, bool places,
+                          char **err);
 
 #endif

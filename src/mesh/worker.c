@@ -707,13 +707,14 @@ static inline void relax(void)
 #endif
 }
 
-/* Spins this many looks, then yields between looks (an oversubscribed
- * node gives its core away at once, as MPI does); after WAIT_IDLE_NS of
- * yielding it sleeps 50 us between looks, so that a node that waits for
- * long costs little.  The slot's halt is read every WAIT_HALT_EVERY looks. */
-#define WAIT_SPINS 256u
+/* How a wait shares the CPU (the table's E_WAIT, mesh/abi/ends.h): spin
+ * looks with a pause, then yield the core between looks, then sleep
+ * between looks so that a node that waits long costs little.  The slot's
+ * halt is read every WAIT_HALT_EVERY looks. */
+#define WAIT_SPINS 4096u
+#define WAIT_YIELD_NS 2000000ull
+#define WAIT_SLEEP_NS 50000L
 #define WAIT_HALT_EVERY 256u
-#define WAIT_IDLE_NS 20000000ull
 
 static uint64_t now_ns(void)
 {
@@ -727,6 +728,12 @@ static bool wait_count(const mesh_end *e, size_t at, uint64_t c)
     if (e == NULL) {
         return false;
     }
+    uint32_t mode = e->w->ends->h.wait;
+    uint32_t spins = mode == MESH_WAIT_SPIN    ? UINT32_MAX
+                     : mode == MESH_WAIT_AUTO  ? WAIT_SPINS
+                     : mode == MESH_WAIT_BLOCK ? 16u
+                                               : 0u;
+    uint64_t yield_ns = mode == MESH_WAIT_BLOCK ? 0 : WAIT_YIELD_NS;
     _Atomic uint64_t *p = count_at(e->counts, at);
     uint64_t since = 0;
     for (uint32_t look = 0;; look++) {
@@ -741,7 +748,7 @@ static bool wait_count(const mesh_end *e, size_t at, uint64_t c)
             mesh_worker_halted(e->w)) {
             return false;
         }
-        if (look < WAIT_SPINS) {
+        if (look < spins) {
             relax();
             continue;
         }
@@ -749,11 +756,11 @@ static bool wait_count(const mesh_end *e, size_t at, uint64_t c)
             since = now_ns();
         }
         if (since != UINT64_MAX && (look & 63u) == 0 &&
-            now_ns() - since > WAIT_IDLE_NS) {
-            since = UINT64_MAX; /* idle: sleep from now on */
+            now_ns() - since >= yield_ns) {
+            since = UINT64_MAX; /* a long wait: sleep from now on */
         }
         if (since == UINT64_MAX) {
-            struct timespec ts = {0, 50000};
+            struct timespec ts = {0, WAIT_SLEEP_NS};
             nanosleep(&ts, NULL);
         } else {
             sched_yield();

@@ -83,6 +83,12 @@
 #define MESH_END_WRITES 16u  /* the manifest writes the input */
 #define MESH_END_MAPPED 32u  /* nodes carry into the peer's segment */
 
+/* E_WAIT's values. */
+#define MESH_WAIT_AUTO 0u
+#define MESH_WAIT_SPIN 1u
+#define MESH_WAIT_YIELD 2u
+#define MESH_WAIT_BLOCK 3u
+
 /* One transfer as the lists hold it (rig_transfer's layout). */
 typedef struct {
     int64_t src, dst, length;
@@ -97,7 +103,16 @@ typedef struct mesh_ends_header {
     uint64_t bytes;
     /* E_BOUND: inputs bound here (the slot's P_READS). */
     uint64_t bound;
-    uint8_t host_pad_[40];
+    /* E_WAIT: how the nodes' waits share the CPU, as the host's do
+     * (RIG_WAIT, or the host's guess for auto: YIELD when the node's
+     * ranks times the launch's nodes outnumber its CPUs):
+     * MESH_WAIT_AUTO spins about 4096 polls, then yields the core
+     * between polls for 2 ms, then sleeps 50 us between polls; SPIN
+     * never gives the core away; YIELD yields from the first miss (an
+     * oversubscribed node) and sleeps after 2 ms; BLOCK sleeps after a
+     * few polls. */
+    uint32_t wait;
+    uint8_t host_pad_[36];
     /* E_BELL: raised by a node after a ready the host carries; E_ASLEEP:
      * 1 while the host's ferry waits for it (a futex on E_BELL). */
     _Atomic uint32_t bell;
@@ -156,6 +171,7 @@ typedef struct mesh_ends_table {
 #define MESH_E_ABI 4u
 #define MESH_E_BYTES 8u
 #define MESH_E_BOUND 16u
+#define MESH_E_WAIT 24u
 #define MESH_E_BELL 64u
 #define MESH_E_ASLEEP 68u
 #define MESH_E_ENTRIES 128u
@@ -175,6 +191,7 @@ typedef struct mesh_ends_table {
 
 _Static_assert(sizeof(mesh_end_transfer) == 24, "transfer size");
 _Static_assert(sizeof(mesh_ends_header) == 128 &&
+                   offsetof(mesh_ends_header, wait) == MESH_E_WAIT &&
                    offsetof(mesh_ends_header, bell) == MESH_E_BELL &&
                    offsetof(mesh_ends_header, asleep) == MESH_E_ASLEEP,
                "E_* offsets");

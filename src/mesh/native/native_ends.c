@@ -137,7 +137,7 @@ bool mesh_native_ends_start(native_image *im, char **err)
     im->table = map;
     im->table_bytes = bytes;
     if (!mesh_ends_table_fill(im->table, bytes, &im->ends, im->reads,
-                              im->writes, true, err)) {
+                              im->writes, im->nodes, true, err)) {
         mesh_native_ends_stop(im);
         return rig_err_wrap(err, "program %s", im->name);
     }
