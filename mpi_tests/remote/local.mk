@@ -21,7 +21,14 @@ REMOTE_TEST_FILES = \
 	mpi_tests/remote/rails_np3.mpi \
 	mpi_tests/remote/rails_np4.mpi \
 	mpi_tests/remote/rails_crash_np3.mpi \
-	mpi_tests/remote/rails_kill_np3.mpi
+	mpi_tests/remote/rails_kill_np3.mpi \
+	mpi_tests/remote/rails_puts_np3.mpi \
+	mpi_tests/remote/stencil_puts_np3.mpi \
+	mpi_tests/remote/stencil_native_np3.mpi \
+	mpi_tests/remote/stencil_native_np4.mpi
+# The wasm stencil needs wabt's wasm2c on the agents.
+STENCIL_WASM_TESTS = mpi_tests/remote/stencil_wasm_np3.mpi \
+	mpi_tests/remote/stencil_wasm_np4.mpi
 # Programs of rail_prog (a rail end on input 0).
 RAIL_MANIFESTS = \
 	mpi_tests/remote/manifests/rswap.json \
@@ -34,6 +41,8 @@ REMOTE_MANIFESTS = \
 	mpi_tests/remote/manifests/rcrash.json \
 	mpi_tests/remote/manifests/rtiny.json
 EXTRA_DIST += $(REMOTE_TEST_FILES) $(REMOTE_MANIFESTS) $(RAIL_MANIFESTS) \
+	$(STENCIL_WASM_TESTS) \
+	mpi_tests/remote/stencil_native_h4.mh mpi_tests/remote/stencil_wasm_h4.mh \
 	mpi_tests/remote/manifests/wsum.json mpi_tests/remote/wsum.wat \
 	mpi_tests/remote/test_mesh_run.sh mpi_tests/remote/test_cuda_mock.sh
 
@@ -107,6 +116,9 @@ CLEANFILES += mpi_tests/remote/programs.stamp \
 	mpi_tests/remote/programs/*/*.wasm \
 	mpi_tests/remote/programs/*/*/*
 
+if RIG_HAVE_WABT
+TESTS += $(STENCIL_WASM_TESTS)
+endif
 TESTS += $(REMOTE_TEST_FILES) mpi_tests/remote/test_mesh_run.sh \
 	mpi_tests/remote/test_cuda_mock.sh
 
