@@ -12,9 +12,10 @@
  *           end when a node rings;
  *   wasm    the mesh.end_* imports (mesh/wasm.h), which copy between the
  *           module's memory and the end's areas and call its ready;
- *   cuda    the same table in pinned memory with the ends' device
- *           addresses (PX_ENDS), and a host thread that readies an end
- *           when its device raises the entry's point.
+ *   cuda    the same table in registered host memory with the ends'
+ *           device addresses, at PX_ENDS, and a host thread that readies
+ *           an end when the kernel raises the entry's point (blink
+ *           isolation; MPS refuses ends with "unsupported: ").
  * The host keeps every bound end alive (a reference) until its load of
  * the program returned; the executor takes references of its own for as
  * long as it may use the ends (until the program is unloaded, or for

@@ -15,6 +15,9 @@
  *   --crash   (3 ranks) the program on agent 1 crashes while it drives a
  *             rail to agent 2 and one to the controller: the controller's
  *             wait and agent 2's program end with the rail failed
+ *   --cuda DIR  (under the stand-in CUDA driver) DIR's rails example on
+ *             agent 1 ping-pongs with the controller: a kernel's device
+ *             writes and points, readied by the executor's watcher
  *   --kill    (3 ranks, --enable-recovery) agent 2 is killed while
  *             programs drive rails to it and to the controller: the
  *             controller's wait on its end, rig_remote_wait and agent 1's
@@ -575,6 +578,77 @@ static void test_kill(void)
     rig_rail_release(r20);
 }
 
+/* ---- a CUDA kernel drives an end ------------------------------------------
+ */
+
+static uint64_t rails_value(uint64_t c)
+{
+    return c * 2654435761ull + 7ull;
+}
+
+/* examples/cuda/rails on agent 1 (under the stand-in driver): its kernel
+ * writes through the end's device address and raises points, which the
+ * executor's watcher turns into ready; the controller answers each ping
+ * with its complement, and the kernel counts what came back right. */
+static void test_cuda(const char *catalog)
+{
+    const rig_remote_machine *m = rig_remote_machine_of(rm, 1);
+    if (!m->executors[MESH_BACKEND_CUDA].runs) {
+        printf("SKIP: machine %s runs no CUDA: %s\n", m->name,
+               m->executors[MESH_BACKEND_CUDA].why);
+        return;
+    }
+    rig_transfer t = {0, 0, 8};
+    rig_rail *r = NULL;
+    T_OK(rig_host_rail(rig_remote_host(rm, 1), NULL, &t, 1, &t, 1, &r, &t_err));
+    rig_end *e = rig_rail_local(r);
+    int one = 1;
+    rig_remote_end end = {.rank = 1, .input = 0, .rail = r};
+    int64_t p = 0;
+    T_OK(rig_remote_load_catalog_ends(rm, catalog, "rails", &one, 1, &end, 1,
+                                      &p, &t_err));
+    T_OK(rig_remote_launch(rm, p, 1, &t_err));
+    const uint64_t trips = 500;
+    for (uint64_t c = 1; c <= trips; c++) {
+        bool timed_out = false;
+        if (!rig_end_wait_arrived_for(e, c, HANG_MS, &timed_out)) {
+            T_FAIL("ping %llu: %s", (unsigned long long)c,
+                   timed_out ? "hang guard" : "the rail failed");
+        }
+        uint64_t v;
+        memcpy(&v,
+               rig_area_copy(rig_end_inbound(e), (unsigned)((c - 1) % 2)).base,
+               8);
+        T_EQ(v, rails_value(c));
+        uint64_t back = ~v;
+        memcpy(rig_area_copy(rig_end_outbound(e), (unsigned)((c - 1) % 2)).base,
+               &back, 8);
+        rig_end_ready(e, c);
+    }
+    /* The kernel counted every answer, none wrong. */
+    rig_remote_status *s = NULL;
+    size_t n = 0;
+    uint64_t until = now_ns() + (uint64_t)HANG_MS * 1000000u;
+    for (;;) {
+        T_OK(rig_remote_query(rm, p, &s, &n, &t_err));
+        if (s[0].points[0] >= trips || now_ns() > until) {
+            break;
+        }
+        rig_remote_status_free(s, n);
+        nap_ms(1);
+    }
+    T_EQ(s[0].points[0], trips);
+    T_EQ(s[0].points[1], 0);
+    T_EQ(s[0].points[2], 0);
+    T_EQ(s[0].exec, MESH_BACKEND_CUDA);
+    rig_remote_status_free(s, n);
+    T_OK(rig_remote_unload(rm, p, &t_err));
+    rig_rail_release(r);
+    printf("ok: a CUDA kernel on %s ping-pongs %llu times with the "
+           "controller over rail ends\n",
+           m->name, (unsigned long long)trips);
+}
+
 int main(int argc, char **argv)
 {
     int provided = 0;
@@ -640,6 +714,8 @@ int main(int argc, char **argv)
         test_crash();
     } else if (kill_mode) {
         test_kill();
+    } else if (strcmp(mode, "--cuda") == 0 && argc > 2) {
+        test_cuda(argv[2]);
     } else {
         T_FAIL("unknown mode %s", mode);
     }
