@@ -164,8 +164,11 @@ bool mesh_ends_check(const mesh_ends *ends, uint64_t reads, uint64_t writes,
         char *why = NULL;
         if (!rig_check_transfers(b->send, b->nsend, b->receive, b->nreceive,
                                  &why)) {
-            bool r = rig_err(err, "invalid: input %u's lists: %s", b->input,
-                             why != NULL ? why : "?");
+            const char *w = why != NULL ? why : "?";
+            if (strncmp(w, "invalid: ", 9) == 0) {
+                w += 9;
+            }
+            bool r = rig_err(err, "invalid: input %u's lists: %s", b->input, w);
             free(why);
             return r;
         }
