@@ -53,7 +53,8 @@ if RIG_HAVE_HWLOC
 
 check_PROGRAMS += mpi_tests/remote/remote_prog mpi_tests/remote/test_remote \
 	mpi_tests/remote/rail_prog mpi_tests/remote/test_rails
-mpi_tests_remote_rail_prog_SOURCES = mpi_tests/remote/rail_prog.c
+mpi_tests_remote_rail_prog_SOURCES = mpi_tests/remote/rail_prog.c \
+	tests/mesh/real_signals.h
 mpi_tests_remote_rail_prog_CPPFLAGS = $(MESH_CPPFLAGS)
 mpi_tests_remote_rail_prog_CFLAGS = $(RIG_CFLAGS)
 mpi_tests_remote_rail_prog_LDADD = src/mesh/libmesh_worker.la

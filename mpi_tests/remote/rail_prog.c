@@ -17,6 +17,8 @@
  * in every mode but crash: the test reads the points. */
 #include "mesh/worker.h"
 
+#include "../../tests/mesh/real_signals.h"
+
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -62,6 +64,7 @@ int main(int argc, char **argv)
     uint64_t r = 0;
     for (; runs == 0 || r < runs; r++) {
         if (crash && r == crash_at) {
+            signal(SIGSEGV, SIG_DFL);
             raise(SIGSEGV);
         }
         if (r >= 2 && !mesh_end_wait_sent(e, (r - 1) * nt)) {
