@@ -173,6 +173,20 @@ __device__ __forceinline__ unsigned char *mesh_end_entry(unsigned char *mb,
     return *(volatile unsigned int *)(e + MESH_NODE_EE_FLAGS) != 0u ? e : NULL;
 }
 
+/* The entry of the rail whose id is id among those bound here, or NULL:
+ * a program finds its end by rail id. */
+__device__ __forceinline__ unsigned char *
+mesh_end_find(unsigned char *mb, unsigned int slot, long long id)
+{
+    for (unsigned int i = 0; i < 32u; i++) {
+        unsigned char *e = mesh_end_entry(mb, slot, i);
+        if (e != NULL && *(volatile long long *)e == id) {
+            return e;
+        }
+    }
+    return NULL;
+}
+
 /* Copy k of the entry's outbound (device address), and of its inbound. */
 __device__ __forceinline__ unsigned char *mesh_end_outbound(unsigned char *e,
                                                             unsigned int k)

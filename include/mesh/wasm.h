@@ -63,6 +63,10 @@
  *   (func $end_bound (param $input i32) (result i32))
  *                                        1 when the input has an end here
  *   (func $end_id (param i32) (result i64))      the rail's id (-1: none)
+ *   (func $end_find (param $id i64) (result i32))
+ *                                        the input bound to the rail of that
+ *                                        id here, or -1: a program finds its
+ *                                        end by rail id
  *   (func $end_peer (param i32) (result i32))    the machine at the other
  *   (func $end_here (param i32) (result i32))    end and this one (job
  *                                                ranks; -1: none)

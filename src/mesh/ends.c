@@ -312,6 +312,14 @@ static uint64_t put_list(mesh_ends_table *t, uint64_t *at,
     return here;
 }
 
+/* Whether a RIG_* switch is not set off (unset, auto and on are on). */
+static bool switch_on(const char *name)
+{
+    const char *v = getenv(name);
+    return v == NULL || (strcmp(v, "off") != 0 && strcmp(v, "0") != 0 &&
+                         strcmp(v, "no") != 0 && strcmp(v, "n") != 0);
+}
+
 bool mesh_ends_table_fill(mesh_ends_table *t, size_t bytes,
                           const mesh_ends *ends, uint64_t reads,
                           uint64_t writes, uint32_t nodes, bool places,
@@ -322,11 +330,11 @@ bool mesh_ends_table_fill(mesh_ends_table *t, size_t bytes,
     memset(t, 0, bytes);
     uint64_t at = MESH_ENDS_LISTS_AT;
     /* RIG_SHM_STORES=off: the transport carries by puts only (testing the
-     * network path), and so do the nodes' ends: their host carries. */
-    const char *sv = getenv("RIG_SHM_STORES");
+     * network path), and so do the nodes' ends: their host carries.
+     * RIG_MESH_NODE_STORES=off: the host's ferry carries, by the
+     * transport's own means (measuring the node's stores against it). */
     bool stores =
-        sv == NULL || (strcmp(sv, "off") != 0 && strcmp(sv, "0") != 0 &&
-                       strcmp(sv, "no") != 0 && strcmp(sv, "n") != 0);
+        switch_on("RIG_SHM_STORES") && switch_on("RIG_MESH_NODE_STORES");
     for (size_t i = 0; ends != NULL && i < ends->n; i++) {
         const mesh_end_binding *b = &ends->b[i];
         mesh_end_entry *en = &t->e[b->input];

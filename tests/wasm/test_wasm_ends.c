@@ -76,6 +76,7 @@ static void test_answer(void)
     T_EQ_U(atomic_load(&w->points[0]), RUNS);
     T_EQ_U(atomic_load(&w->points[1]), 42);
     T_EQ_U(atomic_load(&w->points[2]), 101); /* bound(0), not 3, 256 B */
+    T_EQ_U(atomic_load(&w->points[3]), 10);  /* id 42: input 0; 43: none */
     T_EQ_U(rig_end_arrived(b), RUNS);
     char *why = B->ops->crashed(B, r.st, r.k);
     T_TRUE(why == NULL);

@@ -38,6 +38,8 @@
  *   that moves it off 0 carries, the others only count; see
  *   src/rail/base/carrier.h), and `carried`, `next_run` and `next_j` are
  *   the carrier's state, which the host starts at the end's `sent`.
+ *   (RIG_SHM_STORES=off or RIG_MESH_NODE_STORES=off on the host: never
+ *   mapped, for testing and measuring the other way.)
  * - otherwise the host carries: the node raises the header's `bell`
  *   (seq_cst fetch_add) and, when the host's ferry says it sleeps
  *   (`asleep`, seq_cst), wakes it (FUTEX_WAKE on `bell`); the ferry then

@@ -475,6 +475,7 @@ static const char glue_head[] =
     "  uint32_t (*end_wait_sent)(void *, uint32_t, uint64_t);\n"
     "  uint64_t (*end_arrived)(void *, uint32_t);\n"
     "  uint64_t (*end_sent)(void *, uint32_t);\n"
+    "  uint32_t (*end_find)(void *, uint64_t);\n"
     "} host_t;\n"
     "typedef struct {\n"
     "  uint32_t abi, host_size, memory_size;\n"
@@ -561,6 +562,7 @@ static const char glue_head[] =
     "}\n"
     "u64 Z_meshZ_end_arrived(C *c, u32 i) { return H->end_arrived(c, i); }\n"
     "u64 Z_meshZ_end_sent(C *c, u32 i) { return H->end_sent(c, i); }\n"
+    "u32 Z_meshZ_end_find(C *c, u64 id) { return H->end_find(c, id); }\n"
     "static void m_free(void *i) { Z_m_free((Z_m_instance_t *)i); }\n";
 
 /* Writes the glue for a module with (or without) mesh imports, entry

@@ -308,6 +308,7 @@ static const mesh_wasm_host host = {
     .end_wait_sent = mesh_wasm_imp_end_wait_sent,
     .end_arrived = mesh_wasm_imp_end_arrived,
     .end_sent = mesh_wasm_imp_end_sent,
+    .end_find = mesh_wasm_imp_end_find,
 };
 
 const mesh_wasm_host *mesh_wasm_glue_host(void)

@@ -39,8 +39,8 @@
 
 /* Bump on any change of the structs below or of the glue's C text: it is
  * part of the cache key. */
-#define MESH_WASM_GLUE_ABI 2u
-#define MESH_WASM_MODULE_SYM "mesh_wasm_module_v2"
+#define MESH_WASM_GLUE_ABI 3u
+#define MESH_WASM_MODULE_SYM "mesh_wasm_module_v3"
 
 /* wasm_rt_memory_t as wasm-rt.h (wabt 1.0.32) lays it out. */
 typedef struct {
@@ -101,6 +101,7 @@ typedef struct {
     uint32_t (*end_wait_sent)(void *ctx, uint32_t input, uint64_t c);
     uint64_t (*end_arrived)(void *ctx, uint32_t input);
     uint64_t (*end_sent)(void *ctx, uint32_t input);
+    uint32_t (*end_find)(void *ctx, uint64_t id);
 } mesh_wasm_host;
 
 /* What a compiled module gives the host. */
@@ -201,6 +202,7 @@ uint32_t mesh_wasm_imp_end_wait_arrived(void *ctx, uint32_t input, uint64_t c);
 uint32_t mesh_wasm_imp_end_wait_sent(void *ctx, uint32_t input, uint64_t c);
 uint64_t mesh_wasm_imp_end_arrived(void *ctx, uint32_t input);
 uint64_t mesh_wasm_imp_end_sent(void *ctx, uint32_t input);
+uint32_t mesh_wasm_imp_end_find(void *ctx, uint64_t id);
 
 /* The glue's host table (wasm_glue.c). */
 const mesh_wasm_host *mesh_wasm_glue_host(void);

@@ -236,6 +236,18 @@ uint64_t mesh_wasm_imp_end_bytes(void *ctx, uint32_t input, uint32_t dir)
     return a.len / 2;
 }
 
+uint32_t mesh_wasm_imp_end_find(void *ctx, uint64_t id)
+{
+    wasm_node *n = check(ctx);
+    for (uint32_t i = 0; i < MESH_INPUTS; i++) {
+        const mesh_end_binding *b = end_or_null(n, i);
+        if (b != NULL && (uint64_t)b->id == id) {
+            return i;
+        }
+    }
+    return UINT32_MAX;
+}
+
 /* Copy k of area a at [off, off + len), and linear memory at [at, at +
  * len), or a trap. */
 static void end_ranges(rig_area a, uint32_t k, uint64_t off, uint32_t at,

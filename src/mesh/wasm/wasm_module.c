@@ -46,6 +46,7 @@ static const host_import host_imports[] = {
     {"end_ready", "iI", ""},
     {"end_wait_arrived", "iI", "i"},
     {"end_wait_sent", "iI", "i"},
+    {"end_find", "I", "i"},
     {"end_arrived", "i", "I"},
     {"end_sent", "i", "I"},
 };

@@ -2,7 +2,8 @@
 ;; ends: input 0's rail end through the mesh.end_* imports.  "ends" answers
 ;; each of 100 runs of 64 bytes with every byte plus one (point 0: the runs,
 ;; 1: the rail's id, 2: bound(0) * 100 + bound(3) * 10 + (one inbound copy
-;; is 256 bytes)); the others each break one rule and must trap: a range
+;; is 256 bytes), 3: 1 + the input end_find gives for id 42, and 9 more
+;; when id 43 has none); the others each break one rule and must trap: a range
 ;; past the copy, an input without an end, copy 2, a memory range past the
 ;; module's memory.
 (module
@@ -10,6 +11,7 @@
   (import "mesh" "point" (func $point (param i32 i64) (result i32)))
   (import "mesh" "end_bound" (func $bound (param i32) (result i32)))
   (import "mesh" "end_id" (func $id (param i32) (result i64)))
+  (import "mesh" "end_find" (func $find (param i64) (result i32)))
   (import "mesh" "end_bytes" (func $bytes (param i32 i32) (result i64)))
   (import "mesh" "end_read" (func $read (param i32 i32 i64 i32 i32)))
   (import "mesh" "end_write" (func $write (param i32 i32 i64 i32 i32)))
@@ -27,6 +29,12 @@
           (i32.add (i32.mul (call $bound (i32.const 0)) (i32.const 100))
                    (i32.mul (call $bound (i32.const 3)) (i32.const 10)))
           (i64.eq (call $bytes (i32.const 0) (i32.const 1)) (i64.const 256))))))
+    (drop (call $point (i32.const 3)
+      (i64.extend_i32_u
+        (i32.add
+          (i32.add (call $find (i64.const 42)) (i32.const 1))
+          (i32.mul (i32.eq (call $find (i64.const 43)) (i32.const -1))
+                   (i32.const 9))))))
     (local.set $c (i64.const 1))
     (block $done
       (loop $run
