@@ -21,7 +21,7 @@
  *   --kill    (3 ranks, --enable-recovery) agent 2 is killed while
  *             programs drive rails to it and to the controller: the
  *             controller's wait on its end, rig_remote_wait and agent 1's
- *             serve return within 2 s
+ *             serve return within 2 s; host->rail is then "failed:"
  * Programs: REMOTE_PROGRAMS (rail_prog under rswap*, rcrash_rail). */
 #include "../mpitest.h"
 
@@ -574,6 +574,15 @@ static void test_kill(void)
     printf("controller: wait: %s\n", msg);
     free(msg);
     T_ASSERT((double)(now_ns() - k.t_kill) / 1e6 < 2000.0);
+    /* A failed job makes no rail, at once, through either record call. */
+    rig_rail *none = NULL;
+    const rig_host *h1 = rig_remote_host(rm, 1);
+    T_ERR(rig_host_rail(h1, NULL, lists, NT, lists, NT, &none, &t_err),
+          "failed: ", "rank 2", NULL);
+    T_ERR(h1->rail(h1, rig_remote_host(rm, 2), lists, NT, lists, NT, &none,
+                   &t_err),
+          "failed: ", "rank 2", NULL);
+    T_ASSERT(none == NULL);
     rig_rail_release(r12);
     rig_rail_release(r20);
 }
