@@ -504,9 +504,11 @@ static void rails_kernel(launch_args *a, _Atomic uint32_t *halt,
     if (once) {
         uint64_t *count = a->scratch;
         uint64_t c = ++count[0];
-        uint64_t v = rails_value(c);
-        memcpy(out + ((c - 1) % 2) * out_copy, &v, 8);
-        atomic_thread_fence(memory_order_release);
+        /* The device's store, made visible (a release store: the same
+         * order __threadfence_system gives the real kernel). */
+        atomic_store_explicit(
+            (_Atomic uint64_t *)(void *)(out + ((c - 1) % 2) * out_copy),
+            rails_value(c), memory_order_release);
         return;
     }
     uint64_t base = atomic_load(epoint), trips = 0, bad = 0;
