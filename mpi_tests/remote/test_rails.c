@@ -15,6 +15,9 @@
  *   --crash   (3 ranks) the program on agent 1 crashes while it drives a
  *             rail to agent 2 and one to the controller: the controller's
  *             wait and agent 2's program end with the rail failed
+ *   --kill-rail  (3 ranks, --enable-recovery) agent 2 is killed while the
+ *             controller makes rails to it: the make in flight returns
+ *             "failed:" within 2 s
  *   --cuda DIR  (under the stand-in CUDA driver) DIR's rails example on
  *             agent 1 ping-pongs with the controller: a kernel's device
  *             writes and points, readied by the executor's watcher
@@ -590,6 +593,48 @@ static void test_kill(void)
 /* ---- a CUDA kernel drives an end ------------------------------------------
  */
 
+/* Agent 2 is killed while the controller makes rails to it: the make in
+ * flight (the agents' pair protocol, or the controller's own end for the
+ * controller's machine) returns "failed:" within 2 s. */
+static void test_kill_rail(void)
+{
+    T_ASSERT(size == 3);
+    char host[256] = {0};
+    gethostname(host, sizeof(host) - 1);
+    for (int r = 1; r < size; r++) {
+        if (strcmp(rig_remote_machine_of(rm, r)->hostname, host) != 0) {
+            printf("SKIP: the test kills agent 2 by its pid: every rank must "
+                   "be on one node\n");
+            return;
+        }
+    }
+    killer_arg k = {.pid = rig_remote_machine_of(rm, 2)->pid, .delay_ms = 300};
+    pthread_t th;
+    T_EQ(pthread_create(&th, NULL, killer, &k), 0);
+    const rig_host *h1 = rig_remote_host(rm, 1), *h2 = rig_remote_host(rm, 2);
+    char *msg = NULL;
+    uint64_t made = 0;
+    for (;; made++) {
+        rig_rail *r = NULL;
+        const rig_host *h = made % 2 ? h2 : h1;
+        const rig_host *peer = made % 2 ? NULL : h2;
+        if (!h->rail(h, peer, lists, NT, lists, NT, &r, &msg)) {
+            break;
+        }
+        rig_rail_release(r);
+    }
+    uint64_t t_ret = now_ns();
+    pthread_join(th, NULL);
+    double ms = (double)(t_ret - k.t_kill) / 1e6;
+    printf("controller: after %llu rails, the next returned %.1f ms after "
+           "agent 2 was killed: %s\n",
+           (unsigned long long)made, ms, msg);
+    T_ASSERT(made > 0);
+    T_ASSERT(strncmp(msg, "failed: ", 8) == 0 && strstr(msg, "rank 2") != NULL);
+    T_ASSERT(t_ret >= k.t_kill && ms < 2000.0);
+    free(msg);
+}
+
 static uint64_t rails_value(uint64_t c)
 {
     return c * 2654435761ull + 7ull;
@@ -667,7 +712,8 @@ int main(int argc, char **argv)
     me = t_rank;
     setvbuf(stdout, NULL, _IOLBF, 0);
     const char *mode = argc > 1 ? argv[1] : "--rails";
-    bool kill_mode = strcmp(mode, "--kill") == 0;
+    bool kill_mode =
+        strcmp(mode, "--kill") == 0 || strcmp(mode, "--kill-rail") == 0;
     if (provided < MPI_THREAD_SERIALIZED) {
         if (me == 0) {
             printf("SKIP: MPI provides thread level %d, below "
@@ -721,6 +767,8 @@ int main(int argc, char **argv)
         test_threads();
     } else if (strcmp(mode, "--crash") == 0) {
         test_crash();
+    } else if (strcmp(mode, "--kill-rail") == 0) {
+        test_kill_rail();
     } else if (kill_mode) {
         test_kill();
     } else if (strcmp(mode, "--cuda") == 0 && argc > 2) {
