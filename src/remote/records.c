@@ -83,6 +83,15 @@ static bool host_rail(const rig_host *h, const rig_host *peer,
     if (!rig_check_transfers(send, nsend, receive, nreceive, err)) {
         return false;
     }
+    /* What an agent takes in a RAIL command (rails.c). */
+    if (nsend > RM_RAIL_TRANSFERS_MAX || nreceive > RM_RAIL_TRANSFERS_MAX) {
+        return rig_err(err,
+                       "invalid: %s has %zu transfers; a rail between "
+                       "machines carries at most %u each way",
+                       nsend > RM_RAIL_TRANSFERS_MAX ? "send" : "receive",
+                       nsend > RM_RAIL_TRANSFERS_MAX ? nsend : nreceive,
+                       RM_RAIL_TRANSFERS_MAX);
+    }
     const rm_hostrec *p = peer != NULL ? hostrec_of(peer) : NULL;
     if (peer != NULL && (p == NULL || p->rm != rec->rm)) {
         return rig_err(err,

@@ -56,6 +56,10 @@ enum {
     RM_OP_ENDS = 10 /* the rails whose ends the agent holds: i64 ids */
 };
 
+/* The most transfers each way of a rail the controller makes (RAIL's
+ * lists travel in one message). */
+#define RM_RAIL_TRANSFERS_MAX (1u << 24)
+
 /* RAIL's body after the command: the peer (a job rank), then nsend and
  * nreceive transfers, this agent's send list first. */
 typedef struct {
