@@ -530,8 +530,8 @@ bool rm_agent_rail(rig_remote *rm, const rm_cmd *c, rm_rd *body, char **err)
     rm_rd_get(body, &rc, sizeof(rc));
     bool sane =
         !body->bad && rc.peer >= 0 && rc.peer < rm->size &&
-        rc.peer != rm->rank && rc.nsend <= (1u << 24) &&
-        rc.nreceive <= (1u << 24) &&
+        rc.peer != rm->rank && rc.nsend <= RM_RAIL_TRANSFERS_MAX &&
+        rc.nreceive <= RM_RAIL_TRANSFERS_MAX &&
         body->len - body->at == (rc.nsend + rc.nreceive) * sizeof(rig_transfer);
     if (!sane) {
         /* The peer waits for this side's rig_job_rail, which cannot be
