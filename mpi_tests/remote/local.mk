@@ -118,8 +118,11 @@ CLEANFILES += mpi_tests/remote/programs.stamp \
 	mpi_tests/remote/programs/*/*.wasm \
 	mpi_tests/remote/programs/*/*/*
 
+# Across 4 simulated hosts (mpi_tests/multihost's bed; skipped without
+# root or iproute2).
+TESTS += mpi_tests/remote/stencil_native_h4.mh
 if RIG_HAVE_WABT
-TESTS += $(STENCIL_WASM_TESTS)
+TESTS += $(STENCIL_WASM_TESTS) mpi_tests/remote/stencil_wasm_h4.mh
 endif
 TESTS += $(REMOTE_TEST_FILES) mpi_tests/remote/test_mesh_run.sh \
 	mpi_tests/remote/test_cuda_mock.sh
