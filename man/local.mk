@@ -19,7 +19,8 @@ RIG_MAN3 = man/rig_rail.3 man/rig_transfer.3 man/rig_count.3 \
 	man/rig_job.3 man/rig_provider.3 man/rig_proxy.3 man/rig_settings.3 \
 	man/rig_remote.3 man/rig_wait.3 man/mesh_backend.3 \
 	man/mesh_executors.3 man/mesh_driver.3 man/mesh_payload.3 \
-	man/mesh_worker.3 man/mesh_cuda.3
+	man/mesh_worker.3 man/mesh_cuda.3 man/mesh_end.3 man/mesh_ends.3 \
+	man/rig_remote_end.3
 RIG_MAN7 = man/rig.7
 dist_man_MANS = $(RIG_MAN1) $(RIG_MAN3) $(RIG_MAN7)
 RIG_MANPAGE_SRC = $(dist_man_MANS:=.scd)

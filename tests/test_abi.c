@@ -581,6 +581,62 @@ static void test_lifetime_pair(void)
 }
 
 typedef struct {
+    atomic_int calls;
+    fake *f;          /* the provider's, or NULL */
+    unsigned seen_at; /* f->released when gone ran */
+} gone_arg;
+
+static void on_gone(void *p)
+{
+    gone_arg *g = p;
+    atomic_fetch_add(&g->calls, 1);
+    if (g->f != NULL) {
+        g->seen_at = atomic_load(&g->f->released);
+    }
+}
+
+static void test_on_release(void)
+{
+    char *err = NULL;
+    /* A rail without a local end: gone runs once, at its last release. */
+    rig_rail *bare = NULL;
+    gone_arg g = {.f = NULL};
+    atomic_init(&g.calls, 0);
+    T_OK(rig_rail_make(5, NULL, &bare, &err), err);
+    T_OK(rig_rail_on_release(bare, on_gone, &g, &err), err);
+    T_ERR(rig_rail_on_release(bare, on_gone, &g, &err), err,
+          "invalid: rail 5 has a release function already");
+    rig_rail_retain(bare);
+    rig_rail_release(bare);
+    T_EQ_U(atomic_load(&g.calls), 0);
+    rig_rail_release(bare);
+    T_EQ_U(atomic_load(&g.calls), 1);
+    /* With a local end: at the pair's last reference (the end's here),
+     * before the provider's release hook. */
+    fake f;
+    memset(&f, 0, sizeof(f));
+    rig_end *e = fake_end(&f);
+    rig_rail *r = NULL;
+    gone_arg h = {.f = &f, .seen_at = 99};
+    atomic_init(&h.calls, 0);
+    T_OK(rig_rail_make(6, e, &r, &err), err);
+    T_OK(rig_rail_on_release(r, on_gone, &h, &err), err);
+    rig_end_retain(e);
+    rig_rail_release(r);
+    T_EQ_U(atomic_load(&h.calls), 0);
+    rig_end_release(e);
+    T_EQ_U(atomic_load(&h.calls), 1);
+    T_EQ_U(h.seen_at, 0);
+    T_EQ_U(atomic_load(&f.released), 1);
+    T_ERR(rig_rail_on_release(NULL, on_gone, &g, &err), err,
+          "invalid: r is NULL");
+    rig_rail *x = NULL;
+    T_OK(rig_rail_make(7, NULL, &x, &err), err);
+    T_ERR(rig_rail_on_release(x, NULL, &g, &err), err, "invalid: gone is NULL");
+    rig_rail_release(x);
+}
+
+typedef struct {
     rig_rail *r;
     int n;
     pthread_barrier_t *go;
@@ -1021,6 +1077,8 @@ int main(void)
     CU_add_test(s, "a failed count is never lowered", test_fail_stays);
     CU_add_test(s, "lifetime: rail and end keep each other",
                 test_lifetime_pair);
+    CU_add_test(s, "lifetime: on_release runs once, before the hook",
+                test_on_release);
     CU_add_test(s, "lifetime: release once from 4 threads",
                 test_lifetime_threads);
     CU_add_test(s, "waits end on count, timeout and failure", test_waits);

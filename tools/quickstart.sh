@@ -27,7 +27,7 @@ packages=(
     autoconf automake libtool pkg-config make gcc git
     libopenmpi-dev openmpi-bin libucx-dev libhwloc-dev hwloc
     libcunit1-dev libjansson-dev libxxhash-dev wabt
-    gnuplot-nox clang libclang-rt-14-dev clang-format valgrind strace
+    gnuplot-nox clang libclang-rt-14-dev lld clang-format valgrind strace
     mpich libmpich-dev scdoc man-db iproute2
 )
 

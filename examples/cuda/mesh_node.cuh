@@ -130,6 +130,99 @@ __device__ __forceinline__ void mesh_node_point(unsigned char *mb,
                      v);
 }
 
+/* ---- rail ends (mesh/abi/ends.h) -------------------------------------
+ * A program's inputs bound to rail ends: PX_ENDS is the device address of
+ * their table, entry i (input i) at MESH_NODE_E_ENTRIES + i * 256; a
+ * flags word of 0 means the input has no end here.  The kernel writes
+ * its outbound bytes through the entry's device address of the outbound,
+ * then raises the entry's point to the count (mesh_end_point): host code
+ * of the executor readies the end with it.  It reads `arrived` and its
+ * inbound as the host writes them. */
+#define MESH_NODE_PX_ENDS 56u
+#define MESH_NODE_E_ENTRIES 128u
+#define MESH_NODE_E_ENTRY_BYTES 256u
+#define MESH_NODE_EE_FLAGS 16u
+#define MESH_NODE_EE_OUT_COPY 56u
+#define MESH_NODE_EE_IN_COPY 64u
+#define MESH_NODE_EE_DEV_COUNTS 136u
+#define MESH_NODE_EE_DEV_OUTBOUND 144u
+#define MESH_NODE_EE_DEV_INBOUND 152u
+#define MESH_NODE_EE_POINT 224u
+#define MESH_NODE_ARRIVED_AT 256u
+#define MESH_NODE_SENT_AT 128u
+#define MESH_NODE_COUNT_FAILED 0x7fffffffffffffffull
+
+__device__ __forceinline__ unsigned long long mesh_ld_acquire64(const void *p)
+{
+    unsigned long long v;
+    asm volatile("ld.acquire.sys.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+    return v;
+}
+
+/* Input i's entry, or NULL when the input has no end here. */
+__device__ __forceinline__ unsigned char *mesh_end_entry(unsigned char *mb,
+                                                         unsigned int slot,
+                                                         unsigned int i)
+{
+    unsigned char *t = (unsigned char *)mesh_ld_acquire64(
+        mesh_slot_base(mb, slot) + MESH_NODE_PX_ENDS);
+    if (t == NULL || i >= 32u) {
+        return NULL;
+    }
+    unsigned char *e = t + MESH_NODE_E_ENTRIES + i * MESH_NODE_E_ENTRY_BYTES;
+    return *(volatile unsigned int *)(e + MESH_NODE_EE_FLAGS) != 0u ? e : NULL;
+}
+
+/* The entry of the rail whose id is id among those bound here, or NULL:
+ * a program finds its end by rail id. */
+__device__ __forceinline__ unsigned char *
+mesh_end_find(unsigned char *mb, unsigned int slot, long long id)
+{
+    for (unsigned int i = 0; i < 32u; i++) {
+        unsigned char *e = mesh_end_entry(mb, slot, i);
+        if (e != NULL && *(volatile long long *)e == id) {
+            return e;
+        }
+    }
+    return NULL;
+}
+
+/* Copy k of the entry's outbound (device address), and of its inbound. */
+__device__ __forceinline__ unsigned char *mesh_end_outbound(unsigned char *e,
+                                                            unsigned int k)
+{
+    return *(unsigned char **)(e + MESH_NODE_EE_DEV_OUTBOUND) +
+           k * *(unsigned long long *)(e + MESH_NODE_EE_OUT_COPY);
+}
+__device__ __forceinline__ const unsigned char *
+mesh_end_inbound(unsigned char *e, unsigned int k)
+{
+    return *(unsigned char **)(e + MESH_NODE_EE_DEV_INBOUND) +
+           k * *(unsigned long long *)(e + MESH_NODE_EE_IN_COPY);
+}
+
+/* The end's `arrived` (acquire): what the peer's transfers brought. */
+__device__ __forceinline__ unsigned long long mesh_end_arrived(unsigned char *e)
+{
+    return mesh_ld_acquire64(*(unsigned char **)(e + MESH_NODE_EE_DEV_COUNTS) +
+                             MESH_NODE_ARRIVED_AT);
+}
+
+/* The count readied so far (the point), where a launch goes on from. */
+__device__ __forceinline__ unsigned long long mesh_end_point_now(unsigned char *e)
+{
+    return mesh_ld_acquire64(e + MESH_NODE_EE_POINT);
+}
+
+/* Raises the point to c (release: the outbound bytes written before are
+ * visible to the host that readies the end). */
+__device__ __forceinline__ void mesh_end_point(unsigned char *e,
+                                               unsigned long long c)
+{
+    __threadfence_system();
+    atomicMax_system((unsigned long long *)(e + MESH_NODE_EE_POINT), c);
+}
+
 /* Thread 0: counts this node as exited cleanly. */
 __device__ __forceinline__ void mesh_node_exit(unsigned char *mb,
                                                unsigned int slot)

@@ -34,7 +34,10 @@
  *   shared_static and local_bytes (what the compiler measured) and the
  *   optional backend op admit (with its default, mesh_backend_admit);
  * - the optional backend op gather (default mesh_backend_gather), for an
- *   executor whose nodes cannot be let write the mailbox (native).
+ *   executor whose nodes cannot be let write the mailbox (native);
+ * - mesh_prepared's ends: the rail ends the host bound to the program's
+ *   inputs (mesh/ends.h), which every backend's load takes (or refuses
+ *   with "unsupported: ").
  *
  * Threads: a backend and its kernels and streams are driven by one thread at
  * a time (the driver's); a compiler's prepare runs on the JIT thread and is
@@ -47,6 +50,7 @@
 
 #include "mesh/abi/backend.h"
 #include "mesh/abi/control_block.h"
+#include "mesh/ends.h"
 #include "mesh/paths.h"
 
 #include <stdbool.h>
@@ -190,6 +194,10 @@ typedef struct {
     uint32_t regs;
     uint32_t shared_static;
     uint32_t local_bytes;
+    /* rig's addition: the program's inputs bound to rail ends of this
+     * process (mesh/ends.h), set by the host after prepare; NULL: none.
+     * Borrowed: the backend's load copies what it needs. */
+    const mesh_ends *ends;
 } mesh_prepared;
 
 static inline const char *mesh_prepared_dir(const mesh_prepared *p)

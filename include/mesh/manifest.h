@@ -34,7 +34,13 @@
  *             MESH_MANIFEST_MAX_FILE bytes.
  *   wasm      string, default "<name>.wasm": the module file (wasm).
  *   reads     integer 0..2^53, default 0: the reads mask, bit i = the
- *             program reads input (rail end) i.
+ *             program reads input (rail end) i: it waits for the end's
+ *             `arrived` and reads its inbound (mesh/abi/ends.h).
+ *   writes    integer 0..2^53, default 0: the writes mask, bit i = the
+ *             program writes input i: it fills the end's outbound and
+ *             readies it.  Inputs are the bits below MESH_INPUTS (32) of
+ *             the two masks; a host binds each to a rail end per machine
+ *             (rig/remote.h, rig_remote_load_ends).
  *   args      array of strings, at most 64, each at most 4095 bytes,
  *             default none: extra arguments of a native executable.
  *   description  string, ignored: for people.
@@ -78,6 +84,7 @@ typedef struct {
     char *ptx;
     char *wasm;
     uint64_t reads;
+    uint64_t writes;
     char **args;
     size_t nargs;
 } mesh_manifest;

@@ -55,6 +55,51 @@
  * Scratch copies are plain byte copies: nodes that share a range order
  * their accesses with progress points (or their own protocol).
  *
+ * Rail ends.  A program's inputs (mesh/abi/ends.h: the rail ends its
+ * manifest's "reads" and "writes" name, which the host binds per
+ * machine) are reached through these imports; $input is the input's
+ * number (0..31), $copy the copy (0 or 1) of a landing area, $c a count:
+ *
+ *   (func $end_bound (param $input i32) (result i32))
+ *                                        1 when the input has an end here
+ *   (func $end_id (param i32) (result i64))      the rail's id (-1: none)
+ *   (func $end_find (param $id i64) (result i32))
+ *                                        the input bound to the rail of that
+ *                                        id here, or -1: a program finds its
+ *                                        end by rail id
+ *   (func $end_peer (param i32) (result i32))    the machine at the other
+ *   (func $end_here (param i32) (result i32))    end and this one (job
+ *                                                ranks; -1: none)
+ *   (func $end_bytes (param $input i32) (param $dir i32) (result i64))
+ *                                        bytes of one copy of the outbound
+ *                                        ($dir 0) or inbound (1); 0: none
+ *   (func $end_write (param $input i32) (param $copy i32) (param $off i64)
+ *                    (param $src i32) (param $len i32))
+ *                                        copies len bytes of linear memory
+ *                                        at src to off in the outbound copy
+ *   (func $end_read (param $input i32) (param $copy i32) (param $off i64)
+ *                   (param $dst i32) (param $len i32))
+ *                                        copies len bytes at off of the
+ *                                        inbound copy to linear memory
+ *   (func $end_ready (param $input i32) (param $c i64))
+ *                                        readies the end to c (the rail
+ *                                        carries every transfer up to it)
+ *   (func $end_wait_arrived (param $input i32) (param $c i64) (result i32))
+ *   (func $end_wait_sent (param $input i32) (param $c i64) (result i32))
+ *                                        1 once `arrived` (`sent`) >= c; 0
+ *                                        when the rail failed or the slot
+ *                                        was halted
+ *   (func $end_arrived (param i32) (result i64))  the counts (acquire)
+ *   (func $end_sent (param i32) (result i64))
+ *
+ * A range outside the copy or the memory, a copy past 1, or an input with
+ * no end here (but for end_bound, end_id, end_peer, end_here and
+ * end_bytes) traps.  The copies are the design measured against mapping
+ * the end's pages into the module's memory (examples/remote/README.md):
+ * an import call costs a few nanoseconds beside the copy a program makes
+ * anyway from its own arrays, and a mapping would put memory another
+ * machine writes into the middle of the module's sandbox.
+ *
  * Sandboxing.  A node touches only its own linear memory (guard pages
  * around it: an access outside traps), the scratch through the two copies
  * above (a range outside the scratch or the memory traps), and the mailbox

@@ -206,8 +206,10 @@ RIG_API int rig_job_rail_peer(const rig_job *job, const rig_rail *rail);
 /* The host record of rank's machine, valid until rig_job_close; NULL for a
  * NULL job or a rank out of range.  Its rail function makes a rail between
  * that rank and this one (peer NULL) through rig_job_rail, with the lists
- * seen from that rank; rails between two other ranks are "unsupported:"
- * so far.  Its machine is "<hostname>:<rank>".  threads() answers 0 (no
+ * seen from that rank (bad lists refused at once, before that rank is
+ * met, also when the record's function is called directly); rails between
+ * two other ranks are "unsupported:" here (rig/remote.h's records make
+ * them).  Its machine is "<hostname>:<rank>".  threads() answers 0 (no
  * programs are loaded by this layer).  Any thread. */
 RIG_API const rig_host *rig_job_host(const rig_job *job, int rank);
 

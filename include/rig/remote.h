@@ -44,6 +44,45 @@
  * those machines.  A program id is the controller's (1, 2, ...), never
  * reused; host->threads(program) answers what each agent stated at load.
  *
+ * Rails between machines (spec 000, "Rails", "Proxies").  A machine's
+ * Host record makes rails: on the controller, host->rail(peer) (or
+ * rig_host_rail) makes a rail between the host's machine and peer's --
+ * two agents -- or, for peer NULL, the controller's own machine; no code
+ * of the user's runs on the agents.  The controller tells both agents (in
+ * one round, under its lock, so that two makes for one pair never
+ * interleave: the job's pair protocol matches a pair's makes in order),
+ * each makes its end with the job's ordinary rail making (rig_job_rail,
+ * which the controller joins itself for peer NULL), and bytes then flow
+ * between the two machines' ends, never through rank 0.  The rail's id
+ * is the one the job gives the k-th rail of that pair (rig_job_rail's),
+ * the same on both machines and unique in the job: the controller picks
+ * the order, hence the id, and hands out a rail with that id -- with its
+ * local end for peer NULL, with none between two agents.  Programs find
+ * their ends by it.
+ *
+ * Programs and ends.  A load may bind the program's inputs (mesh/abi/
+ * ends.h: the numbered rail ends its manifest's "reads" and "writes"
+ * name) to ends of such rails, machine by machine
+ * (rig_remote_load_ends): on each machine the program then finds the end
+ * of input i -- or of rail id -- and drives it itself, with no controller
+ * involvement: a native program's nodes map the end (mesh/worker.h), a
+ * wasm module reaches it through the mesh.end_* imports (mesh/wasm.h), a
+ * CUDA kernel writes through its device address and raises a point that
+ * host code turns into ready.  Lifetimes: the agent holds its end of
+ * every rail the controller made until the controller's rail is released
+ * (the agent learns it at the controller's next call, or at close); a
+ * program loaded there holds a reference on every end it names from its
+ * load to its unload, so releasing the rail on the controller while the
+ * program runs frees nothing under it, and the end goes with the later of
+ * the two (rig_remote_ends_held tells which ends an agent still holds).
+ * An end is written (readied) by at most one loaded program at a time.
+ * Failures: a failed job raises the counts of every end, the programs'
+ * included, as always; a program that crashes fails the ends it holds
+ * (their counts raised to RIG_COUNT_FAILED) and their peer ends on the
+ * same node (stored there directly); a crash that holds an end whose
+ * peer is on another node fails the job, since the agent cannot reach
+ * that end alone -- either way no wait of a peer is left hanging.
+ *
  * Loaded, launched, halted.  An agent's load prepares the image (the
  * executor's compiler on its JIT thread: the manifest, hash, ABI and
  * binary checks, the wasm2c or nvJitLink compile) and keeps it; a launch
@@ -197,6 +236,10 @@ typedef struct {
     int32_t pid;          /* the agent's process */
     uint32_t numa_nodes;  /* hwloc's NUMA nodes (at least 1) */
     uint32_t cores;       /* hwloc's cores (at least 1) */
+    /* The machine's node: equal for machines that share a kernel and its
+     * System V shared memory (boot id, IPC namespace, host name), whose
+     * programs then carry rails with plain stores. */
+    const char *node;
     /* Indexed by kind, MESH_BACKEND_COUNT entries. */
     rig_remote_executor executors[MESH_BACKEND_COUNT];
 } rig_remote_machine;
@@ -245,11 +288,23 @@ RIG_API const rig_remote_proxy *rig_remote_find(const rig_remote *rm,
  *               use, x the manifest's threads.  0 entries for no such
  *               program (or one unloaded).  On the controller every
  *               machine's record answers; on an agent only its own.
- *   rail(peer)  makes a rail between this machine and peer's: not yet
- *               ("unsupported: "), after the checks every caller gets:
- *               "invalid:" for a NULL out, peer equal to this host or bad
- *               lists, "foreign:" for a peer that is no record of this
- *               layer, "failed:" for a failed job.
+ *   rail(peer)  on the controller, makes a rail between this machine
+ *               and peer's (another agent's host record) or the
+ *               controller's own machine (peer NULL) that carries send
+ *               from this machine and receive to it (see Rails above);
+ *               *out holds one reference (rig_rail_release), with the
+ *               controller's local end for peer NULL and none otherwise.
+ *               It returns once both ends are made.  Errors, whether
+ *               called through rig_host_rail or directly, as compiled
+ *               code does: "invalid:" at once, before any agent is
+ *               contacted, for a NULL out, peer equal to this host, bad
+ *               lists (rig_check_transfers' message), or a call on an
+ *               agent (records make rails on the controller only);
+ *               "foreign:" for a peer that is no host record of this
+ *               layer; "failed:" for a failed job (also when it fails
+ *               while the ends are made); "system:", "nomem:" naming the
+ *               machine whose end could not be made (neither end is then
+ *               left).
  * Valid until rig_remote_close.  Any thread. */
 RIG_API const rig_host *rig_remote_host(const rig_remote *rm, int rank);
 
@@ -294,6 +349,43 @@ RIG_API bool rig_remote_load_catalog(rig_remote *rm, const char *root,
                                      const char *name, const int *ranks,
                                      size_t nranks, int64_t *program,
                                      char **err);
+
+/* One input of a program bound, on one machine, to that machine's end of
+ * a rail (see Programs and ends above). */
+typedef struct {
+    int rank;             /* the agent machine */
+    uint32_t input;       /* the program's input there, < MESH_INPUTS */
+    const rig_rail *rail; /* a rail made by a host record of this layer
+                           * (held by the caller), with an end there */
+} rig_remote_end;
+
+/* rig_remote_load, binding the program's inputs to rail ends:
+ * ends[0..nends) (NULL and 0: none), each on one of the load's machines;
+ * an input left unbound on a machine has no end there (its bit of
+ * P_READS is clear).  Each machine's program holds a reference on each
+ * of its ends until it is unloaded.  Errors also, before any agent is
+ * contacted: "invalid:" naming ends[i] for a NULL rail, a rail this
+ * layer did not make (or whose controller's rail was released), a rank
+ * not among the load's machines or without an end of that rail, an
+ * input at or past MESH_INPUTS, bound twice on a machine, or named by
+ * neither of the manifest's "reads" and "writes", an input the manifest
+ * writes on an end that sends nothing (reads: receives nothing); and
+ * from the machine: "invalid: machine vm:2: rail N's end is written by
+ * program P already" (an end has one writer), mesh_ends_check's words.
+ * Controller only; any thread. */
+RIG_API bool rig_remote_load_ends(rig_remote *rm, const mesh_payload *src,
+                                  const int *ranks, size_t nranks,
+                                  const rig_remote_end *ends, size_t nends,
+                                  rig_remote_load_info *info, int64_t *program,
+                                  char **err);
+
+/* rig_remote_load_catalog with ends, as rig_remote_load_ends. */
+RIG_API bool rig_remote_load_catalog_ends(rig_remote *rm, const char *root,
+                                          const char *name, const int *ranks,
+                                          size_t nranks,
+                                          const rig_remote_end *ends,
+                                          size_t nends, int64_t *program,
+                                          char **err);
 
 /* Launches program on every machine it is loaded on with nodes nodes each
  * (0: the manifest's) and returns once every node on every machine is
@@ -364,6 +456,14 @@ RIG_API bool rig_remote_unload(rig_remote *rm, int64_t program, char **err);
  * "nomem:".  Controller only. */
 RIG_API bool rig_remote_programs_held(rig_remote *rm, int rank, int64_t **ids,
                                       size_t *n, char **err);
+
+/* The rails whose ends agent rank holds now, as the agent itself says:
+ * ends of rails the controller has not released, and ends a loaded
+ * program still holds.  Sets *ids (malloc'd, ascending; NULL when none)
+ * and *n.  Errors: "invalid:" for NULL arguments or a rank that is no
+ * agent, "failed:", "nomem:".  Controller only. */
+RIG_API bool rig_remote_ends_held(rig_remote *rm, int rank, int64_t **ids,
+                                  size_t *n, char **err);
 
 /* The next crash report the agents sent ("node 2 of program p on vm:3
  * killed by signal 11"), each handed out once: true with *event

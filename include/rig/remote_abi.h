@@ -297,6 +297,17 @@ RIG_API rig_end *rig_rail_local(const rig_rail *r);
 RIG_API rig_rail *rig_rail_retain(rig_rail *r);
 RIG_API void rig_rail_release(rig_rail *r);
 
+/* Sets a function that runs gone(arg) once, when the last reference of r
+ * and its local end goes, before the provider's release hook, on the
+ * thread that dropped it: how whoever handed the rail out learns that no
+ * one can name it any more (the remote layer, for a rail between two
+ * other machines, which has no local end and so no provider hook).  At
+ * most one per rail.  The caller must hold a reference of r.  gone must
+ * not call back into the rail.  Errors: "invalid:" for a NULL r or gone,
+ * or a rail that has one already.  Any thread. */
+RIG_API bool rig_rail_on_release(rig_rail *r, void (*gone)(void *arg),
+                                 void *arg, char **err);
+
 /* ---- proxies ------------------------------------------------------------ */
 
 typedef struct rig_host rig_host;

@@ -266,6 +266,21 @@ static bool h_foreign(rig_job *j, char **e)
     const rig_host *h = rig_job_host(j, other(j));
     return h->rail(h, &stranger, t8, 1, t8, 1, &r, e);
 }
+/* The record's own function, as compiled code calls it: bad lists are
+ * refused at once (no peer calls; waiting for one would hang here). */
+static bool h_direct_zero(rig_job *j, char **e)
+{
+    rig_rail *r = NULL;
+    rig_transfer z = {0, 0, 0};
+    const rig_host *h = rig_job_host(j, other(j));
+    return h->rail(h, NULL, &z, 1, t8, 1, &r, e);
+}
+static bool h_direct_null(rig_job *j, char **e)
+{
+    rig_rail *r = NULL;
+    const rig_host *h = rig_job_host(j, other(j));
+    return h->rail(h, NULL, t8, 1, NULL, 2, &r, e);
+}
 static bool i_out(rig_job *j, char **e)
 {
     (void)j;
@@ -289,6 +304,9 @@ static const bad_case rail_local[] = {
     {"host rail to itself", h_self, "invalid: ", "peer"},
     {"host rail peer == host", h_peer_is_h, "invalid: ", "peer"},
     {"host rail foreign peer", h_foreign, "foreign: ", "peer"},
+    {"host rail direct, zero length", h_direct_zero,
+     "invalid: ", "send[0] has length 0"},
+    {"host rail direct, NULL list", h_direct_null, "invalid: ", "receive"},
     {"transport_info NULL out", i_out, "invalid: ", "out"},
 };
 

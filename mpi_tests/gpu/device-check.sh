@@ -20,7 +20,12 @@
 #              49,148 B of shared memory, admission, 12 programs started
 #              one after another on the default queues, close with 3
 #              programs running (a 30 s alarm), green contexts of 16 SMs
-#              and 1 SM, 100 load/unload cycles with cuMemGetInfo flat
+#              and 1 SM, 100 load/unload cycles with cuMemGetInfo flat,
+#              rails: a resident kernel ping-pongs 8 B with the host over
+#              a rail end (device writes, points the watcher readies);
+#              its "GPU rails:" line gives the one-way time of points
+#              against cuStreamWriteValue64 + host poll and
+#              cuLaunchHostFunc after one kernel per message
 #   queues32   the 12 programs again with CUDA_DEVICE_MAX_CONNECTIONS=32
 #   fault      a faulting kernel next to a counter (its own process: the
 #              fault loses the context)
@@ -159,7 +164,7 @@ export RIG_MESH_CUDA_WORKER
 
 # What a first GPU run must show, first.
 run first 60 "environment" tests/cuda/test_cuda_gpu environment
-run gpu 240 "environment|caps|context|lifecycle|pattern|blink|mps|occupancy|fragmentation|shared 49148|admit arguments|admit bound|connections|close 3|green 16|green 1|leak" \
+run gpu 240 "environment|caps|context|lifecycle|pattern|blink|mps|occupancy|fragmentation|shared 49148|admit arguments|admit bound|connections|close 3|green 16|green 1|leak|rails" \
     tests/cuda/test_cuda_gpu
 run queues32 60 "connections" env CUDA_DEVICE_MAX_CONNECTIONS=32 \
     tests/cuda/test_cuda_gpu connections

@@ -3,7 +3,8 @@
 # The controller with CUDA agents, under the stand-in driver
 # (tests/cuda/mock_cuda.c, found first as libcuda.so.1): every machine has
 # a Device proxy, and the counter example is compiled (nvJitLink) and runs
-# on every agent.  Skips (77) where the stand-in or nvJitLink is missing.
+# on every agent; then the rails example drives a rail end the controller
+# made.  Skips (77) where the stand-in or nvJitLink is missing.
 set -u
 b=${top_builddir:-.}
 . "${top_srcdir:-.}/tests/cuda/mock_env.sh"
@@ -27,4 +28,15 @@ test $rc -eq 0 || { echo "FAIL: exit status $rc"; exit 1; }
 echo "$out" | grep -q '^FAIL' && exit 1
 test `echo "$out" | grep -c 'PASS --cuda'` -eq 3 ||
     { echo "FAIL: not every rank passed"; exit 1; }
+# A kernel that drives a rail end the controller made (test_rails --cuda).
+out=`timeout -k 10 120 "$MPIRUN" --oversubscribe --allow-run-as-root -np 3 \
+    --mca osc '^ucx,pt2pt' -x LD_LIBRARY_PATH \
+    "$b/mpi_tests/remote/test_rails" --cuda "${top_srcdir:-.}/examples/cuda" \
+    2>&1`
+rc=$?
+echo "$out"
+test $rc -eq 0 || { echo "FAIL: test_rails --cuda: exit status $rc"; exit 1; }
+echo "$out" | grep -q '^FAIL' && exit 1
+echo "$out" | grep -q '^ok: a CUDA kernel' ||
+    { echo "FAIL: test_rails --cuda did not run its kernel"; exit 1; }
 echo "PASS"

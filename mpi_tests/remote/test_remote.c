@@ -881,13 +881,30 @@ static void test_badinput(void)
           NULL);
     T_ERR(h->rail(h, rig_job_host(job, 0), &t, 1, &t, 1, &rail, &t_err),
           "foreign: ", "", NULL);
-    T_ERR(h->rail(h, NULL, &t, 1, &t, 1, &rail, &t_err), "unsupported: ", "",
-          NULL);
-    if (size > 2) {
-        T_ERR(h->rail(h, rig_remote_host(rm, 2), &t, 1, &t, 1, &rail, &t_err),
-              "unsupported: ", "", NULL);
-    }
     T_ASSERT(rail == NULL);
+    /* Good lists make rails (test_rails checks what they carry). */
+    T_OK(h->rail(h, NULL, &t, 1, &t, 1, &rail, &t_err));
+    T_ASSERT(rig_rail_local(rail) != NULL);
+    rig_rail_release(rail);
+    if (size > 2) {
+        T_OK(h->rail(h, rig_remote_host(rm, 2), &t, 1, &t, 1, &rail, &t_err));
+        T_ASSERT(rig_rail_local(rail) == NULL && rig_rail_id(rail) > 0);
+        rig_rail_release(rail);
+    }
+    /* Ends: bad arguments of the calls that name them. */
+    T_ERR(rig_remote_ends_held(NULL, 1, &ids, &n, &t_err), "invalid: ", "rm",
+          NULL);
+    T_ERR(rig_remote_ends_held(rm, 1, NULL, &n, &t_err), "invalid: ", "ids",
+          NULL);
+    T_ERR(rig_remote_ends_held(rm, 0, &ids, &n, &t_err),
+          "invalid: ", "no agent", NULL);
+    rig_remote_end bad_end = {.rank = 1, .input = 0, .rail = NULL};
+    T_ERR(rig_remote_load_catalog_ends(rm, root, "rsum", NULL, 0, NULL, 2, &p,
+                                       &t_err),
+          "invalid: ", "ends is NULL", NULL);
+    T_ERR(rig_remote_load_catalog_ends(rm, root, "rsum", NULL, 0, &bad_end, 1,
+                                       &p, &t_err),
+          "invalid: ", "rail is NULL", NULL);
     rig_host fake = *h;
     fake.impl = NULL;
     T_ERR(h->rail(&fake, NULL, &t, 1, &t, 1, &rail, &t_err), "invalid: ", "h",

@@ -30,6 +30,10 @@ struct rig_rail {
     int64_t id;
     rig_end *local;
     atomic_long refs; /* used only when local is NULL */
+    /* rig_rail_on_release: run once when the pair goes (NULL: none). */
+    void (*gone)(void *arg);
+    void *gone_arg;
+    atomic_bool watched; /* gone was set (once) */
 };
 
 /* The table of live ends (end.c). */

@@ -312,6 +312,9 @@ static atomic_long *pair_refs(rig_rail *r, rig_end *e)
 
 static void pair_destroy(rig_rail *r, rig_end *e)
 {
+    if (r != NULL && r->gone != NULL) {
+        r->gone(r->gone_arg);
+    }
     if (e != NULL) {
         rig_end_stop(e);
         if (e->release != NULL) {
@@ -370,10 +373,29 @@ bool rig_rail_make(int64_t id, rig_end *local, rig_rail **out, char **err)
     r->id = id;
     r->local = local;
     atomic_init(&r->refs, 1);
+    atomic_init(&r->watched, false);
     if (local != NULL) {
         local->rail = r;
     }
     *out = r;
+    return true;
+}
+
+bool rig_rail_on_release(rig_rail *r, void (*gone)(void *arg), void *arg,
+                         char **err)
+{
+    if (r == NULL || gone == NULL) {
+        return rig_err(err, "invalid: %s is NULL", r == NULL ? "r" : "gone");
+    }
+    bool none = false;
+    if (!atomic_compare_exchange_strong(&r->watched, &none, true)) {
+        return rig_err(err, "invalid: rail %lld has a release function already",
+                       (long long)r->id);
+    }
+    /* The pair's last release reads these after its acq_rel decrement,
+     * which a reference of the caller's still holds off. */
+    r->gone = gone;
+    r->gone_arg = arg;
     return true;
 }
 

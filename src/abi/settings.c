@@ -36,6 +36,8 @@ static const rig_setting settings[] = {
     {"RIG_MESH_HALT_MS", "500", "unload: time nodes get to obey a halt"},
     {"RIG_MESH_GRACE_MS", "1000", "unload: time after SIGTERM before SIGKILL"},
     {"RIG_MESH_CUDA_DEVICE", "0", "the CUDA device the backend opens"},
+    {"RIG_MESH_NODE_STORES", "auto",
+     "native nodes carry same-node rails (off: their host's ferry)"},
     {"RIG_MESH_CUDA_SMS", "0",
      "SMs of a green context for programs (0: the whole device)"},
     {"RIG_MESH_CUDA_ISOLATION", "blink", "CUDA isolation: blink or mps"},

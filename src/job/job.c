@@ -275,6 +275,20 @@ static bool host_rail(const rig_host *h, const rig_host *peer,
     if (rec->rank == job->rank) {
         return rig_err(err, "invalid: peer is this host (%s)", rec->machine);
     }
+    /* Compiled code calls the record's function directly: bad lists are
+     * refused here, at once, as rig_host_rail refuses them, not after the
+     * peer was met (the pair protocol would only tell both sides then). */
+    if (out == NULL) {
+        return rig_err(err, "invalid: out is NULL");
+    }
+    if ((send == NULL && nsend > 0) || (receive == NULL && nreceive > 0)) {
+        return rig_err(err, "invalid: %s is NULL with %zu transfers",
+                       send == NULL && nsend > 0 ? "send" : "receive",
+                       send == NULL && nsend > 0 ? nsend : nreceive);
+    }
+    if (!rig_check_transfers(send, nsend, receive, nreceive, err)) {
+        return false;
+    }
     /* h's machine sends send: this rank receives it. */
     return rig_job_rail(job, rec->rank, receive, nreceive, send, nsend, out,
                         err);

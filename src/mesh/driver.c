@@ -152,7 +152,8 @@ static bool launch_slot(mesh_driver *d, uint32_t s, const mesh_prepared *p,
         atomic_store_explicit(&w->scratch_bytes, p->manifest.scratch,
                               memory_order_relaxed);
         atomic_store_explicit(&w->reg_cap, p->reg_cap, memory_order_relaxed);
-        atomic_store_explicit(&w->reads, p->manifest.reads,
+        /* P_READS: the inputs with an end here (mesh/abi/ends.h). */
+        atomic_store_explicit(&w->reads, mesh_ends_mask(p->ends),
                               memory_order_relaxed);
     }
     atomic_fetch_add_explicit(&w->launch, 1, memory_order_release);

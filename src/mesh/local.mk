@@ -49,9 +49,11 @@ meshinclude_HEADERS += include/mesh/backend.h \
 	include/mesh/executors.h \
 	include/mesh/loader.h \
 	include/mesh/manifest.h \
+	include/mesh/ends.h \
 	include/mesh/worker.h
 meshabiinclude_HEADERS += include/mesh/abi/backend.h \
-	include/mesh/abi/control_block.h
+	include/mesh/abi/control_block.h \
+	include/mesh/abi/ends.h
 noinst_HEADERS += src/mesh/mesh_internal.h src/mesh/child_internal.h
 
 noinst_LTLIBRARIES += src/mesh/libmesh.la
@@ -68,7 +70,9 @@ src_mesh_libmesh_la_SOURCES = \
 	src/mesh/native/native_backend.c \
 	src/mesh/native/native_compile.c \
 	src/mesh/native/native_nodes.c \
-	src/mesh/native/native_words.c
+	src/mesh/native/native_words.c \
+	src/mesh/native/native_ends.c \
+	src/mesh/ends.c
 nodist_src_mesh_libmesh_la_SOURCES = src/mesh/keeper/keeper_embed.c
 src_mesh_libmesh_la_CPPFLAGS = $(MESH_CPPFLAGS) $(MESH_DEP_CFLAGS) \
 	-I$(top_srcdir)/src/mesh/keeper

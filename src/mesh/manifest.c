@@ -215,8 +215,9 @@ static bool get_args(json_t *root, mesh_manifest *m, char **err)
 }
 
 static const char *const known_keys[] = {
-    "name",   "abi",     "backends", "entry", "threads", "nodes", "scratch",
-    "shared", "reg_cap", "ptx",      "wasm",  "reads",   "args",  "description",
+    "name",  "abi",     "backends", "entry",   "threads",
+    "nodes", "scratch", "shared",   "reg_cap", "ptx",
+    "wasm",  "reads",   "writes",   "args",    "description",
 };
 
 static bool check_keys(json_t *root, char **err)
@@ -293,7 +294,8 @@ static bool parse_object(json_t *root, mesh_manifest *m, char **err)
         return false;
     }
     m->reg_cap = (uint32_t)x;
-    if (!get_uint(root, "reads", false, 0, 1ull << 53, 0, &m->reads, err)) {
+    if (!get_uint(root, "reads", false, 0, 1ull << 53, 0, &m->reads, err) ||
+        !get_uint(root, "writes", false, 0, 1ull << 53, 0, &m->writes, err)) {
         return false;
     }
     char *dflt = NULL;

@@ -3,6 +3,7 @@
 #ifndef MESH_INTERNAL_H
 #define MESH_INTERNAL_H
 
+#include "mesh/ends.h"
 #include "mesh/executors.h"
 
 #include <stdbool.h>
@@ -36,5 +37,27 @@ bool mesh_cuda_open(const mesh_settings *s, mesh_backend **out, char **err);
 bool mesh_cuda_built(void);
 bool mesh_wasm_open(const mesh_settings *s, mesh_backend **out, char **err);
 bool mesh_wasm_built(void);
+
+/* ---- a program's ends (ends.c) ----------------------------------------- */
+
+/* Deep copy of src (bindings and lists) into *dst, with a reference of
+ * the executor's own on every end (an executor may outlive the host's
+ * hold: a wasm lane abandoned at unload still runs); NULL or empty src: an
+ * empty dst.  "nomem: ". */
+bool mesh_ends_dup(mesh_ends *dst, const mesh_ends *src, char **err);
+/* Frees what mesh_ends_dup made, releases its references, and empties e
+ * (NULL: nothing). */
+void mesh_ends_free(mesh_ends *e);
+/* Bytes of the table (mesh/abi/ends.h) for ends, a multiple of 4096. */
+size_t mesh_ends_table_bytes(const mesh_ends *ends);
+/* Fills the table t of bytes bytes (mesh_ends_table_bytes) for ends and
+ * the manifest's masks, the carriers' state from each end's `sent`, the
+ * nodes' wait mode for a launch of nodes nodes, and publishes its magic
+ * last.  places: find each end's segment
+ * (mesh_end_place_of; its errors), for nodes in other processes. */
+bool mesh_ends_table_fill(mesh_ends_table *t, size_t bytes,
+                          const mesh_ends *ends, uint64_t reads,
+                          uint64_t writes, uint32_t nodes, bool places,
+                          char **err);
 
 #endif

@@ -6,9 +6,15 @@
  * receive is left posted when the job fails), polls the running programs
  * every RM_POLL_NS for a crash, completes the crash reports on their way
  * and watches the job.  Commands run one at a time, each ending with its
- * reply.  A command that would need a new kind of work -- making a rail
- * end for a program, say -- is one more RM_OP_* and one more handler
- * here.
+ * reply; the rail commands (RAIL, DROP, ENDS) are rails.c's.
+ *
+ * Ends of programs.  A load names, per machine, the rail ends the
+ * program's inputs are bound to; the agent checks them against the
+ * manifest once the image is prepared (mesh_ends_check), refuses an end
+ * that another loaded program writes already, and takes a reference on
+ * each, which the program gives back at unload.  Every launch hands the
+ * bindings to the executor in the prepared image.  A crash fails the
+ * program's ends and their peers' (see fail_ends).
  *
  * Loaded and launched (see rig/remote.h): a load prepares the image on
  * the executor's JIT thread and keeps the mesh_prepared; a launch hands
@@ -23,6 +29,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/shm.h>
 
 #define RM_POLL_NS 5000000ull /* running programs polled every 5 ms */
 
@@ -156,6 +163,12 @@ static bool send_raw(rig_remote *rm, rm_reply *h, const void *data, size_t len,
     return send_msg(rm, h, NULL, data, len, err);
 }
 
+bool rm_agent_send_raw(rig_remote *rm, rm_reply *h, const void *data,
+                       size_t len, char **err)
+{
+    return send_raw(rm, h, data, len, err);
+}
+
 static bool send_msg(rig_remote *rm, rm_reply *h, const int32_t *threads,
                      const void *msg, size_t mlen, char **err)
 {
@@ -200,6 +213,166 @@ static bool refuse(rig_remote *rm, const rm_cmd *c, const char *why, char **err)
                       err);
 }
 
+bool rm_agent_refuse(rig_remote *rm, const rm_cmd *c, const char *why,
+                     char **err)
+{
+    return refuse(rm, c, why, err);
+}
+
+/* ---- ends of programs ---------------------------------------------------- */
+
+/* Raises the three counts of the end at place (another process's, on this
+ * node) to failure, through its segment. */
+static bool fail_segment(const mesh_end_place *place)
+{
+    void *seg = shmat(place->shm, NULL, 0);
+    if (seg == (void *)-1) {
+        return false;
+    }
+    bool ok = place->counts_at + RIG_COUNTS_BYTES <= place->bytes;
+    if (ok) {
+        uint8_t *counts = (uint8_t *)seg + place->counts_at;
+        rig_count_advance(counts, RIG_READY_AT, RIG_COUNT_FAILED);
+        rig_count_advance(counts, RIG_SENT_AT, RIG_COUNT_FAILED);
+        rig_count_advance(counts, RIG_ARRIVED_AT, RIG_COUNT_FAILED);
+    }
+    shmdt(seg);
+    return ok;
+}
+
+/* A crash of p: its ends fail, and so do their peers' ends, so that no
+ * one waits for what p will never send.  A peer on this node is failed
+ * through its segment; one elsewhere cannot be reached by this agent
+ * alone, and the job fails (every end of it, everywhere). */
+static void fail_ends(rig_remote *rm, agent_prog *p)
+{
+    for (size_t i = 0; i < p->nbinds; i++) {
+        mesh_end_binding *b = &p->binds[i];
+        rig_end_fail(b->end);
+        if (b->peer_place.shm >= 0 && fail_segment(&b->peer_place)) {
+            continue;
+        }
+        char *why = NULL;
+        rig_err(&why,
+                "program %s crashed on %s holding rail %lld, whose other end "
+                "(on %s) this agent cannot fail alone",
+                p->name, my_name(rm), (long long)b->id,
+                b->peer == 0 ? "the controller's machine"
+                             : rm->machines[b->peer].name);
+        rig_job_fail(rm->job, why != NULL ? why : "a program crashed");
+        free(why);
+        return;
+    }
+}
+
+/* Gives back p's ends: the writer marks, then the references. */
+static void unbind_ends(rig_remote *rm, agent_prog *p)
+{
+    for (size_t i = 0; i < p->nbinds; i++) {
+        agent_rail *r = rm_agent_rail_find(rm, p->binds[i].id);
+        if (r != NULL && r->writer == p->id) {
+            r->writer = 0;
+        }
+    }
+    for (size_t i = 0; i < p->nbinds; i++) {
+        rig_end_release(p->binds[i].end);
+    }
+    free(p->binds);
+    p->binds = NULL;
+    p->nbinds = 0;
+    p->ends.b = NULL;
+    p->ends.n = 0;
+    rm_agent_rails_sweep(rm);
+}
+
+/* Binds p's inputs on this machine: wb[0..n) are the load's bindings of
+ * every machine; those of this rank are checked against p's manifest
+ * (prepared already) and the ends of other programs, then each end gets a
+ * reference.  False with why (the load is refused). */
+static bool bind_ends(rig_remote *rm, agent_prog *p, const rm_wire_bind *wb,
+                      size_t n, char **why)
+{
+    size_t mine = 0;
+    for (size_t i = 0; i < n; i++) {
+        mine += wb[i].rank == rm->rank ? 1 : 0;
+    }
+    if (mine == 0) {
+        return true;
+    }
+    mesh_end_binding *b = calloc(mine, sizeof(*b));
+    if (b == NULL) {
+        return rig_err(why, "nomem: %zu ends", mine);
+    }
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (wb[i].rank != rm->rank) {
+            continue;
+        }
+        agent_rail *r = rm_agent_rail_find(rm, wb[i].peer.id);
+        if (r == NULL) {
+            free(b);
+            return rig_err(why, "invalid: no end of rail %lld is here",
+                           (long long)wb[i].peer.id);
+        }
+        b[k].input = wb[i].input;
+        b[k].id = r->id;
+        b[k].peer = r->peer;
+        b[k].here = rm->rank;
+        b[k].end = r->end;
+        b[k].send = r->send;
+        b[k].nsend = r->nsend;
+        b[k].receive = r->receive;
+        b[k].nreceive = r->nreceive;
+        b[k].peer_place.shm = wb[i].peer.shm;
+        b[k].peer_place.bytes = wb[i].peer.bytes;
+        b[k].peer_place.counts_at = wb[i].peer.counts_at;
+        b[k].peer_place.outbound_at = wb[i].peer.outbound_at;
+        b[k].peer_place.inbound_at = wb[i].peer.inbound_at;
+        k++;
+    }
+    mesh_ends ends = {.b = b, .n = k};
+    const mesh_manifest *m = &p->prepared.manifest;
+    char *e = NULL;
+    if (!mesh_ends_check(&ends, m->reads, m->writes, &e)) {
+        free(b);
+        bool r =
+            rig_err(why, "invalid: program %s: %s", p->name,
+                    e != NULL && strncmp(e, "invalid: ", 9) == 0 ? e + 9 : "?");
+        free(e);
+        return r;
+    }
+    for (size_t i = 0; i < k; i++) {
+        if ((m->writes & ((uint64_t)1 << b[i].input)) == 0) {
+            continue;
+        }
+        agent_rail *r = rm_agent_rail_find(rm, b[i].id);
+        bool twice = false;
+        for (size_t j = 0; j < i; j++) {
+            twice |= b[j].id == b[i].id &&
+                     (m->writes & ((uint64_t)1 << b[j].input)) != 0;
+        }
+        if (r->writer != 0 || twice) {
+            free(b);
+            return rig_err(why,
+                           "invalid: rail %lld's end is written by program "
+                           "%lld already",
+                           (long long)r->id,
+                           (long long)(twice ? p->id : r->writer));
+        }
+    }
+    for (size_t i = 0; i < k; i++) {
+        rig_end_retain(b[i].end);
+        if ((m->writes & ((uint64_t)1 << b[i].input)) != 0) {
+            rm_agent_rail_find(rm, b[i].id)->writer = p->id;
+        }
+    }
+    p->binds = b;
+    p->nbinds = k;
+    p->ends.b = b;
+    p->ends.n = k;
+    return true;
+}
+
 /* ---- programs ------------------------------------------------------------ */
 
 /* Reads slot's state and points; records a crash (and reports it). */
@@ -226,6 +399,7 @@ static void poll_prog(rig_remote *rm, agent_prog *p)
             p->crash = crash_report(rm, p, why != NULL ? why : "crashed");
         }
         p->state = RIG_REMOTE_CRASHED;
+        fail_ends(rm, p);
         report_crash(rm, p);
     } else if (st == MESH_RUN_DONE) {
         p->state = RIG_REMOTE_DONE;
@@ -258,6 +432,7 @@ static bool halt_prog(rig_remote *rm, agent_prog *p, char **why)
 static void prog_free(rig_remote *rm, agent_prog *p)
 {
     halt_prog(rm, p, NULL);
+    unbind_ends(rm, p);
     if (p->has_prepared) {
         mesh_prepared_free(&p->prepared);
     }
@@ -291,6 +466,7 @@ void rm_agent_unload_all(rig_remote *rm)
 void rm_agent_free(rig_remote *rm)
 {
     rm_agent_unload_all(rm);
+    rm_agent_rails_free(rm);
     for (uint32_t k = 0; k < MESH_BACKEND_COUNT; k++) {
         mesh_driver_close(rm->drivers[k]);
         rm->drivers[k] = NULL;
@@ -416,12 +592,19 @@ static bool receive_image(rig_remote *rm, const rm_cmd *c, const file_desc *f,
     return ok;
 }
 
-/* Parses LOAD's body into name and files; false: malformed. */
-static bool load_body(rm_rd *r, char **name, file_desc **files, uint32_t *n)
+/* The most bindings a load may carry (every machine's). */
+#define RM_BINDS_MAX (1u << 20)
+
+/* Parses LOAD's body into name, files and the bindings (every machine's,
+ * malloc'd); false: malformed. */
+static bool load_body(rm_rd *r, char **name, file_desc **files, uint32_t *n,
+                      rm_wire_bind **binds, uint32_t *nbinds)
 {
     *name = rm_rd_str(r, MESH_MANIFEST_MAX_NAME);
     *n = rm_rd_u32(r);
     *files = NULL;
+    *binds = NULL;
+    *nbinds = 0;
     if (r->bad || *n == 0 || *n > MESH_PAYLOAD_MAX_FILES) {
         return false;
     }
@@ -436,7 +619,17 @@ static bool load_body(rm_rd *r, char **name, file_desc **files, uint32_t *n)
             return false;
         }
     }
-    return true;
+    *nbinds = rm_rd_u32(r);
+    if (r->bad || *nbinds > RM_BINDS_MAX ||
+        (size_t)*nbinds * sizeof(rm_wire_bind) > r->len - r->at) {
+        return false;
+    }
+    if (*nbinds == 0) {
+        return true;
+    }
+    *binds = malloc((size_t)*nbinds * sizeof(**binds));
+    return *binds != NULL &&
+           rm_rd_get(r, *binds, (size_t)*nbinds * sizeof(**binds));
 }
 
 static void files_free(file_desc *f, uint32_t n)
@@ -491,8 +684,10 @@ static bool on_load(rig_remote *rm, const rm_cmd *c, rm_rd *body, uint64_t t0,
     char *name = NULL;
     file_desc *files = NULL;
     uint32_t n = 0;
+    rm_wire_bind *wb = NULL;
+    uint32_t nwb = 0;
     bool parsed = c->chunk > 0 && c->chunk <= INT_MAX &&
-                  load_body(body, &name, &files, &n);
+                  load_body(body, &name, &files, &n, &wb, &nwb);
     uint64_t inline_bytes = 0;
     for (uint32_t i = 0; parsed && i < n; i++) {
         inline_bytes += files[i].len;
@@ -508,6 +703,7 @@ static bool on_load(rig_remote *rm, const rm_cmd *c, rm_rd *body, uint64_t t0,
          * the controller's broadcast. */
         free(name);
         files_free(files, n);
+        free(wb);
         rig_job_fail(rm->job, "an agent got a malformed load command");
         return rm_failed(rm, err, "loading a program");
     }
@@ -532,6 +728,7 @@ static bool on_load(rig_remote *rm, const rm_cmd *c, rm_rd *body, uint64_t t0,
         free(bufs); /* its lines were abandoned */
         free(name);
         files_free(files, n);
+        free(wb);
         return false;
     }
     uint64_t t1 = rig_now_ns();
@@ -578,6 +775,11 @@ static bool on_load(rig_remote *rm, const rm_cmd *c, rm_rd *body, uint64_t t0,
     if (ok) {
         /* prepare takes src, whatever happens. */
         ok = prepare(rm, &src, c->hash, &p->prepared, &why);
+        p->id = c->program;
+        if (ok && !bind_ends(rm, p, wb, nwb, &why)) {
+            mesh_prepared_free(&p->prepared);
+            ok = false;
+        }
         if (!ok) {
             free(p->name);
             free(p);
@@ -593,6 +795,7 @@ static bool on_load(rig_remote *rm, const rm_cmd *c, rm_rd *body, uint64_t t0,
     free(bufs);
     free(name);
     files_free(files, n);
+    free(wb);
     uint64_t t2 = rig_now_ns();
     if (!ok) {
         bool sent = refuse(rm, c, why, err);
@@ -652,6 +855,7 @@ static bool on_launch(rig_remote *rm, const rm_cmd *c, char **err)
         }
         memset(&p->prepared.src, 0, sizeof(p->prepared.src));
         uint32_t nodes = c->nodes != 0 ? c->nodes : p->prepared.manifest.nodes;
+        p->prepared.ends = p->nbinds > 0 ? &p->ends : NULL;
         p->has_prepared = false; /* start takes it, whatever happens */
         uint32_t slot = 0;
         if (mesh_driver_start(rm->drivers[p->exec], &p->prepared, c->nodes,
@@ -783,8 +987,15 @@ static bool handle(rig_remote *rm, const uint8_t *msg, size_t len, uint64_t t0,
         return on_halt(rm, &c, true, err);
     case RM_OP_HELD:
         return on_held(rm, &c, err);
+    case RM_OP_RAIL:
+        return rm_agent_rail(rm, &c, &r, err);
+    case RM_OP_DROP:
+        return rm_agent_drop(rm, &c, &r, err);
+    case RM_OP_ENDS:
+        return rm_agent_ends(rm, &c, err);
     case RM_OP_CLOSE: {
         rm_agent_unload_all(rm);
+        rm_agent_rails_free(rm);
         *closed = true;
         rm_reply h = {.op = c.op, .seq = c.seq, .ok = 1};
         return send_reply(rm, &h, NULL, NULL, err);
@@ -819,6 +1030,7 @@ bool rig_remote_serve(rig_remote *rm, char **err)
             rm->served = true;
             pending_abandon(rm);
             rm_agent_unload_all(rm);
+            rm_agent_rails_free(rm);
             return rm_failed(rm, err, "serving the controller");
         }
         int flag = 0;
@@ -852,6 +1064,7 @@ bool rig_remote_serve(rig_remote *rm, char **err)
                 if (!ok) {
                     pending_abandon(rm);
                     rm_agent_unload_all(rm);
+                    rm_agent_rails_free(rm);
                 }
                 return ok;
             }

@@ -21,16 +21,7 @@
 #include <string.h>
 #include <time.h>
 
-/* One agent's reply, parsed. */
-typedef struct {
-    int rank;
-    rm_reply h;
-    int32_t *threads;
-    char *msg;    /* the message as text */
-    uint8_t *raw; /* and as bytes (h.msg_len) */
-} got;
-
-static void got_free(got *g, size_t n)
+void rm_got_free(rm_got *g, size_t n)
 {
     if (g == NULL) {
         return;
@@ -195,7 +186,7 @@ bool rig_remote_event(rig_remote *rm, char **event)
     if (rm == NULL || event == NULL || rm->rank != 0) {
         return false;
     }
-    pthread_mutex_lock(&rm->lock);
+    rm_lock(rm);
     if (!rig_job_failed(rm->job)) {
         rm_events_drain(rm);
     }
@@ -214,8 +205,8 @@ bool rig_remote_event(rig_remote *rm, char **event)
 /* ---- one round with the agents ------------------------------------------- */
 
 /* Takes each of ranks[0..n)'s reply to command seq into out[i]. */
-static bool replies(rig_remote *rm, const int *ranks, size_t n, uint64_t seq,
-                    got *out, const char *what, char **err)
+bool rm_replies(rig_remote *rm, const int *ranks, size_t n, uint64_t seq,
+                rm_got *out, const char *what, char **err)
 {
     size_t left = n;
     bool *have = calloc(n, sizeof(*have));
@@ -249,7 +240,7 @@ static bool replies(rig_remote *rm, const int *ranks, size_t n, uint64_t seq,
             uint8_t dummy;
             rc = MPI_Mrecv(msg != NULL ? msg : &dummy, msg != NULL ? count : 0,
                            MPI_BYTE, &m, MPI_STATUS_IGNORE);
-            got *g = &out[i];
+            rm_got *g = &out[i];
             g->rank = ranks[i];
             rm_rd r = {.p = msg, .len = msg != NULL ? (size_t)count : 0};
             if (rc != MPI_SUCCESS || !rm_rd_get(&r, &g->h, sizeof(g->h)) ||
@@ -305,7 +296,7 @@ static bool replies(rig_remote *rm, const int *ranks, size_t n, uint64_t seq,
     return true;
 }
 
-static rm_cmd cmd_new(rig_remote *rm, uint32_t op, int64_t program)
+rm_cmd rm_cmd_new(rig_remote *rm, uint32_t op, int64_t program)
 {
     rm_cmd c = {
         .magic = RM_MAGIC,
@@ -319,7 +310,7 @@ static rm_cmd cmd_new(rig_remote *rm, uint32_t op, int64_t program)
 
 static void cmd_head(rig_remote *rm, rm_buf *b, uint32_t op, int64_t program)
 {
-    rm_cmd c = cmd_new(rm, op, program);
+    rm_cmd c = rm_cmd_new(rm, op, program);
     rm_buf_put(b, &c, sizeof(c));
 }
 
@@ -332,8 +323,8 @@ static uint64_t cmd_seq(const rm_buf *b)
 
 /* Sends command msg to ranks[0..n) and takes their replies into *out
  * (malloc'd, n entries).  msg is freed. */
-static bool round_trip(rig_remote *rm, const int *ranks, size_t n, rm_buf *msg,
-                       got **out, const char *what, char **err)
+bool rm_round_trip(rig_remote *rm, const int *ranks, size_t n, rm_buf *msg,
+                   rm_got **out, const char *what, char **err)
 {
     *out = NULL;
     if (msg->oom) {
@@ -341,7 +332,7 @@ static bool round_trip(rig_remote *rm, const int *ranks, size_t n, rm_buf *msg,
         return rig_err(err, "nomem: %s", what);
     }
     MPI_Request *reqs = calloc(n, sizeof(*reqs));
-    got *g = calloc(n, sizeof(*g));
+    rm_got *g = calloc(n, sizeof(*g));
     if (reqs == NULL || g == NULL) {
         free(reqs);
         free(g);
@@ -370,8 +361,8 @@ static bool round_trip(rig_remote *rm, const int *ranks, size_t n, rm_buf *msg,
     free(reqs);
     uint64_t seq = cmd_seq(msg);
     rm_buf_free(msg);
-    if (!replies(rm, ranks, n, seq, g, what, err)) {
-        got_free(g, n);
+    if (!rm_replies(rm, ranks, n, seq, g, what, err)) {
+        rm_got_free(g, n);
         return false;
     }
     *out = g;
@@ -379,8 +370,8 @@ static bool round_trip(rig_remote *rm, const int *ranks, size_t n, rm_buf *msg,
 }
 
 /* "<reason>: machine vm:2: <rest>" for each refusal, joined by "; ". */
-static bool refusals(const rig_remote *rm, const got *g, size_t n,
-                     const char *fallback, char **err)
+bool rm_refusals(const rig_remote *rm, const rm_got *g, size_t n,
+                 const char *fallback, char **err)
 {
     rm_buf b = {0};
     for (size_t i = 0; i < n; i++) {
@@ -568,9 +559,129 @@ static double ms(uint64_t ns)
     return (double)ns / 1e6;
 }
 
+/* The load's bindings, checked against the machines t[0..n), the rails
+ * and the manifest, as the wire carries them (*out malloc'd, nends
+ * entries).  rm->lock held. */
+static bool ends_check(rig_remote *rm, const mesh_manifest *m, const int *t,
+                       size_t n, const rig_remote_end *ends, size_t nends,
+                       rm_wire_bind **out, char **err)
+{
+    *out = NULL;
+    if (nends == 0) {
+        return true;
+    }
+    if (ends == NULL) {
+        return rig_err(err, "invalid: ends is NULL with nends %zu", nends);
+    }
+    rm_wire_bind *w = calloc(nends, sizeof(*w));
+    if (w == NULL) {
+        return rig_err(err, "nomem: %zu ends", nends);
+    }
+    bool ok = true;
+    for (size_t i = 0; ok && i < nends; i++) {
+        const rig_remote_end *e = &ends[i];
+        bool in = false;
+        for (size_t j = 0; j < n; j++) {
+            in |= t[j] == e->rank;
+        }
+        uint64_t bit = e->input < MESH_INPUTS ? (uint64_t)1 << e->input : 0;
+        if (e->rail == NULL) {
+            ok = rig_err(err, "invalid: ends[%zu].rail is NULL", i);
+        } else if (!in) {
+            ok = rig_err(err,
+                         "invalid: ends[%zu]: rank %d is not a machine the "
+                         "program loads onto",
+                         i, e->rank);
+        } else if (e->input >= MESH_INPUTS) {
+            ok = rig_err(err, "invalid: ends[%zu]: input %u is not below %u", i,
+                         e->input, MESH_INPUTS);
+        } else if (((m->reads | m->writes) & bit) == 0) {
+            ok = rig_err(err,
+                         "invalid: ends[%zu]: program %s neither reads nor "
+                         "writes input %u (its manifest's \"reads\" and "
+                         "\"writes\")",
+                         i, m->name, e->input);
+        }
+        for (size_t j = 0; ok && j < i; j++) {
+            if (ends[j].rank == e->rank && ends[j].input == e->input) {
+                ok = rig_err(err,
+                             "invalid: ends[%zu]: input %u is bound twice on "
+                             "machine %s (ends[%zu] too)",
+                             i, e->input, name_of(rm, e->rank), j);
+            }
+        }
+        if (!ok) {
+            break;
+        }
+        int64_t id = rig_rail_id(e->rail);
+        pthread_mutex_lock(&rm->table_lock);
+        rm_rail *r = rm_rail_find(rm, id);
+        int side = r == NULL         ? -1
+                   : r->a == e->rank ? 0
+                   : r->b == e->rank ? 1
+                                     : -1;
+        size_t sends = side == 0 ? r->nsend : side == 1 ? r->nreceive : 0;
+        size_t gets = side == 0 ? r->nreceive : side == 1 ? r->nsend : 0;
+        int other = side == 0 ? r->b : side == 1 ? r->a : 0;
+        mesh_end_place peer = {.shm = -1};
+        if (side >= 0 &&
+            strcmp(rm->machines[e->rank].node, rm->machines[other].node) == 0) {
+            peer = r->place[1 - side];
+        }
+        pthread_mutex_unlock(&rm->table_lock);
+        if (r == NULL) {
+            ok = rig_err(err,
+                         "invalid: ends[%zu]: rail %lld is no rail of this "
+                         "layer (or its controller's rail was released)",
+                         i, (long long)id);
+        } else if (side < 0) {
+            ok = rig_err(err, "invalid: ends[%zu]: rail %lld has no end on %s",
+                         i, (long long)id, name_of(rm, e->rank));
+        } else if ((m->writes & bit) != 0 && sends == 0) {
+            ok = rig_err(err,
+                         "invalid: ends[%zu]: program %s writes input %u, but "
+                         "%s's end of rail %lld sends nothing",
+                         i, m->name, e->input, name_of(rm, e->rank),
+                         (long long)id);
+        } else if ((m->reads & bit) != 0 && gets == 0) {
+            ok = rig_err(err,
+                         "invalid: ends[%zu]: program %s reads input %u, but "
+                         "%s's end of rail %lld receives nothing",
+                         i, m->name, e->input, name_of(rm, e->rank),
+                         (long long)id);
+        }
+        if (ok) {
+            w[i].rank = e->rank;
+            w[i].input = e->input;
+            w[i].peer.id = id;
+            w[i].peer.shm = peer.shm;
+            w[i].peer.bytes = peer.bytes;
+            w[i].peer.counts_at = peer.counts_at;
+            w[i].peer.outbound_at = peer.outbound_at;
+            w[i].peer.inbound_at = peer.inbound_at;
+        }
+    }
+    if (!ok) {
+        free(w);
+        return false;
+    }
+    *out = w;
+    return true;
+}
+
 bool rig_remote_load(rig_remote *rm, const mesh_payload *src, const int *ranks,
                      size_t nranks, rig_remote_load_info *info,
                      int64_t *program, char **err)
+{
+    return rig_remote_load_ends(rm, src, ranks, nranks, NULL, 0, info, program,
+                                err);
+}
+
+bool rig_remote_load_ends(rig_remote *rm, const mesh_payload *src,
+                          const int *ranks, size_t nranks,
+                          const rig_remote_end *ends, size_t nends,
+                          rig_remote_load_info *info, int64_t *program,
+                          char **err)
 {
     if (!is_controller(rm, "rig_remote_load", err)) {
         return false;
@@ -616,17 +727,20 @@ bool rig_remote_load(rig_remote *rm, const mesh_payload *src, const int *ranks,
                              src->files[0].len, &m, err)) {
         return false;
     }
-    pthread_mutex_lock(&rm->lock);
+    rm_lock(rm);
     int *t = NULL;
     size_t n = 0;
+    rm_wire_bind *wb = NULL;
     bool ok = targets(rm, ranks, nranks, &t, &n, err) &&
-              runs_everywhere(rm, &m, t, n, err);
+              runs_everywhere(rm, &m, t, n, err) &&
+              ends_check(rm, &m, t, n, ends, nends, &wb, err);
     mesh_manifest_free(&m);
     if (ok && rig_job_failed(rm->job)) {
         ok = rm_failed(rm, err, "loading a program");
     }
     if (!ok) {
         pthread_mutex_unlock(&rm->lock);
+        free(wb);
         free(t);
         return false;
     }
@@ -641,7 +755,7 @@ bool rig_remote_load(rig_remote *rm, const mesh_payload *src, const int *ranks,
         bytes += src->files[i].len;
     }
     rm_buf msg = {0};
-    rm_cmd c = cmd_new(rm, RM_OP_LOAD, id);
+    rm_cmd c = rm_cmd_new(rm, RM_OP_LOAD, id);
     /* A broadcast to one machine is a send: it takes the plain form. */
     bool all = n == (size_t)rm->size - 1 && n > 1;
     bool in = bytes <= RM_INLINE_BYTES;
@@ -654,10 +768,13 @@ bool rig_remote_load(rig_remote *rm, const mesh_payload *src, const int *ranks,
         rm_buf_str(&msg, src->files[i].path);
         rm_buf_u64(&msg, src->files[i].len);
     }
+    rm_buf_u32(&msg, (uint32_t)nends);
+    rm_buf_put(&msg, wb, nends * sizeof(*wb));
+    free(wb);
     for (size_t i = 0; in && i < src->nfiles; i++) {
         rm_buf_put(&msg, src->files[i].data, src->files[i].len);
     }
-    got *g = NULL;
+    rm_got *g = NULL;
     MPI_Request *creq = calloc(n, sizeof(*creq));
     MPI_Request *ireq = NULL;
     size_t nireq = 0;
@@ -704,7 +821,7 @@ bool rig_remote_load(rig_remote *rm, const mesh_payload *src, const int *ranks,
         ok = rm_failed(rm, err, what);
         goto out;
     }
-    ok = replies(rm, t, n, seq, g, what, err);
+    ok = rm_replies(rm, t, n, seq, g, what, err);
     if (!ok) {
         goto out;
     }
@@ -736,10 +853,10 @@ bool rig_remote_load(rig_remote *rm, const mesh_payload *src, const int *ranks,
         if (nb > 0) {
             rm_buf u = {0};
             cmd_head(rm, &u, RM_OP_UNLOAD, id);
-            got *ug = NULL;
+            rm_got *ug = NULL;
             char *uerr = NULL;
-            if (round_trip(rm, back, nb, &u, &ug, what, &uerr)) {
-                got_free(ug, nb);
+            if (rm_round_trip(rm, back, nb, &u, &ug, what, &uerr)) {
+                rm_got_free(ug, nb);
             } else {
                 rig_log(RIG_LOG_WARN, "controller: undoing a refused load: %s",
                         uerr != NULL ? uerr : "?");
@@ -747,8 +864,9 @@ bool rig_remote_load(rig_remote *rm, const mesh_payload *src, const int *ranks,
             free(uerr);
         }
         free(back);
-        ok = refused > 0 ? refusals(rm, g, n, "failed: a machine refused", err)
-                         : rig_err(err, "nomem: %s", what);
+        ok = refused > 0
+                 ? rm_refusals(rm, g, n, "failed: a machine refused", err)
+                 : rig_err(err, "nomem: %s", what);
         goto out;
     }
     p->id = id;
@@ -779,7 +897,7 @@ bool rig_remote_load(rig_remote *rm, const mesh_payload *src, const int *ranks,
     }
     *program = id;
 out:
-    got_free(g, n);
+    rm_got_free(g, n);
     free(ireq);
     free(creq);
     rm_buf_free(&msg);
@@ -791,6 +909,15 @@ out:
 bool rig_remote_load_catalog(rig_remote *rm, const char *root, const char *name,
                              const int *ranks, size_t nranks, int64_t *program,
                              char **err)
+{
+    return rig_remote_load_catalog_ends(rm, root, name, ranks, nranks, NULL, 0,
+                                        program, err);
+}
+
+bool rig_remote_load_catalog_ends(rig_remote *rm, const char *root,
+                                  const char *name, const int *ranks,
+                                  size_t nranks, const rig_remote_end *ends,
+                                  size_t nends, int64_t *program, char **err)
 {
     if (!is_controller(rm, "rig_remote_load_catalog", err)) {
         return false;
@@ -805,7 +932,8 @@ bool rig_remote_load_catalog(rig_remote *rm, const char *root, const char *name,
     if (!mesh_payload_read(root, name, &src, err)) {
         return false;
     }
-    bool ok = rig_remote_load(rm, &src, ranks, nranks, NULL, program, err);
+    bool ok = rig_remote_load_ends(rm, &src, ranks, nranks, ends, nends, NULL,
+                                   program, err);
     if (!ok && rig_job_failed(rm->job)) {
         /* An abandoned send may still read the image. */
         for (size_t i = 0; i < src.nfiles; i++) {
@@ -851,7 +979,7 @@ bool rig_remote_launch(rig_remote *rm, int64_t program, uint32_t nodes,
     if (!is_controller(rm, "rig_remote_launch", err)) {
         return false;
     }
-    pthread_mutex_lock(&rm->lock);
+    rm_lock(rm);
     rm_program *p;
     int *ranks = NULL;
     bool ok = places_of(rm, program, &p, &ranks, err);
@@ -871,11 +999,11 @@ bool rig_remote_launch(rig_remote *rm, int64_t program, uint32_t nodes,
     char what[128];
     snprintf(what, sizeof(what), "launching program %s", p->name);
     rm_buf msg = {0};
-    rm_cmd c = cmd_new(rm, RM_OP_LAUNCH, program);
+    rm_cmd c = rm_cmd_new(rm, RM_OP_LAUNCH, program);
     c.nodes = nodes;
     rm_buf_put(&msg, &c, sizeof(c));
-    got *g = NULL;
-    ok = round_trip(rm, ranks, p->nplaces, &msg, &g, what, err);
+    rm_got *g = NULL;
+    ok = rm_round_trip(rm, ranks, p->nplaces, &msg, &g, what, err);
     if (ok) {
         size_t failed = 0;
         pthread_mutex_lock(&rm->table_lock);
@@ -905,10 +1033,10 @@ bool rig_remote_launch(rig_remote *rm, int64_t program, uint32_t nodes,
             if (nb > 0) {
                 rm_buf h = {0};
                 cmd_head(rm, &h, RM_OP_HALT, program);
-                got *hg = NULL;
+                rm_got *hg = NULL;
                 char *herr = NULL;
-                if (round_trip(rm, back, nb, &h, &hg, what, &herr)) {
-                    got_free(hg, nb);
+                if (rm_round_trip(rm, back, nb, &h, &hg, what, &herr)) {
+                    rm_got_free(hg, nb);
                 } else {
                     rig_log(RIG_LOG_WARN,
                             "controller: undoing a failed launch: %s",
@@ -917,11 +1045,11 @@ bool rig_remote_launch(rig_remote *rm, int64_t program, uint32_t nodes,
                 free(herr);
             }
             free(back);
-            ok = refusals(rm, g, p->nplaces, "failed: a machine did not launch",
-                          err);
+            ok = rm_refusals(rm, g, p->nplaces,
+                             "failed: a machine did not launch", err);
         }
     }
-    got_free(g, p->nplaces);
+    rm_got_free(g, p->nplaces);
     free(ranks);
     pthread_mutex_unlock(&rm->lock);
     return ok;
@@ -951,22 +1079,22 @@ static bool query_locked(rig_remote *rm, int64_t program,
     snprintf(what, sizeof(what), "querying program %s", p->name);
     rm_buf msg = {0};
     cmd_head(rm, &msg, RM_OP_QUERY, program);
-    got *g = NULL;
-    bool ok = round_trip(rm, ranks, p->nplaces, &msg, &g, what, err);
+    rm_got *g = NULL;
+    bool ok = rm_round_trip(rm, ranks, p->nplaces, &msg, &g, what, err);
     free(ranks);
     if (!ok) {
         return false;
     }
     for (size_t i = 0; i < p->nplaces; i++) {
         if (!g[i].h.ok) {
-            ok = refusals(rm, g, p->nplaces, "failed: a query", err);
-            got_free(g, p->nplaces);
+            ok = rm_refusals(rm, g, p->nplaces, "failed: a query", err);
+            rm_got_free(g, p->nplaces);
             return ok;
         }
     }
     rig_remote_status *s = calloc(p->nplaces, sizeof(*s));
     if (s == NULL) {
-        got_free(g, p->nplaces);
+        rm_got_free(g, p->nplaces);
         return rig_err(err, "nomem: %s", what);
     }
     pthread_mutex_lock(&rm->table_lock);
@@ -985,7 +1113,7 @@ static bool query_locked(rig_remote *rm, int64_t program,
         }
     }
     pthread_mutex_unlock(&rm->table_lock);
-    got_free(g, p->nplaces);
+    rm_got_free(g, p->nplaces);
     *out = s;
     *n = p->nplaces;
     return true;
@@ -1001,7 +1129,7 @@ bool rig_remote_query(rig_remote *rm, int64_t program, rig_remote_status **out,
         return rig_err(err, "invalid: rig_remote_query: %s is NULL",
                        out == NULL ? "out" : "n");
     }
-    pthread_mutex_lock(&rm->lock);
+    rm_lock(rm);
     bool ok = query_locked(rm, program, out, n, err);
     pthread_mutex_unlock(&rm->lock);
     return ok;
@@ -1018,7 +1146,7 @@ bool rig_remote_wait(rig_remote *rm, int64_t program, uint32_t timeout_ms,
     for (;;) {
         rig_remote_status *s = NULL;
         size_t n = 0;
-        pthread_mutex_lock(&rm->lock);
+        rm_lock(rm);
         bool ok = query_locked(rm, program, &s, &n, err);
         pthread_mutex_unlock(&rm->lock);
         if (!ok) {
@@ -1080,7 +1208,7 @@ static bool halt_or_unload(rig_remote *rm, int64_t program, bool unload,
     if (!is_controller(rm, fn, err)) {
         return false;
     }
-    pthread_mutex_lock(&rm->lock);
+    rm_lock(rm);
     rm_program *p;
     int *ranks = NULL;
     bool ok = places_of(rm, program, &p, &ranks, err);
@@ -1096,8 +1224,8 @@ static bool halt_or_unload(rig_remote *rm, int64_t program, bool unload,
              unload ? "unloading" : "halting", p->name);
     rm_buf msg = {0};
     cmd_head(rm, &msg, unload ? RM_OP_UNLOAD : RM_OP_HALT, program);
-    got *g = NULL;
-    ok = round_trip(rm, ranks, p->nplaces, &msg, &g, what, err);
+    rm_got *g = NULL;
+    ok = rm_round_trip(rm, ranks, p->nplaces, &msg, &g, what, err);
     if (ok) {
         pthread_mutex_lock(&rm->table_lock);
         for (size_t i = 0; i < p->nplaces; i++) {
@@ -1106,11 +1234,11 @@ static bool halt_or_unload(rig_remote *rm, int64_t program, bool unload,
         pthread_mutex_unlock(&rm->table_lock);
         for (size_t i = 0; i < p->nplaces && ok; i++) {
             if (!g[i].h.ok) {
-                ok = refusals(rm, g, p->nplaces, "failed: a halt", err);
+                ok = rm_refusals(rm, g, p->nplaces, "failed: a halt", err);
             }
         }
     }
-    got_free(g, p->nplaces);
+    rm_got_free(g, p->nplaces);
     free(ranks);
     if (unload) {
         program_forget(rm, p);
@@ -1129,44 +1257,44 @@ bool rig_remote_unload(rig_remote *rm, int64_t program, char **err)
     return halt_or_unload(rm, program, true, "rig_remote_unload", err);
 }
 
-bool rig_remote_programs_held(rig_remote *rm, int rank, int64_t **ids,
-                              size_t *n, char **err)
+/* Asks agent rank for a list of ids (HELD: its programs; ENDS: its
+ * rails' ends). */
+static bool ids_held(rig_remote *rm, int rank, uint32_t op, const char *fn,
+                     const char *what, int64_t **ids, size_t *n, char **err)
 {
-    if (!is_controller(rm, "rig_remote_programs_held", err)) {
+    if (!is_controller(rm, fn, err)) {
         return false;
     }
     if (ids == NULL || n == NULL) {
-        return rig_err(err, "invalid: rig_remote_programs_held: %s is NULL",
+        return rig_err(err, "invalid: %s: %s is NULL", fn,
                        ids == NULL ? "ids" : "n");
     }
     if (rank <= 0 || rank >= rm->size) {
         return rig_err(err, "invalid: rank %d is no agent (1..%d)", rank,
                        rm->size - 1);
     }
-    pthread_mutex_lock(&rm->lock);
+    rm_lock(rm);
     if (rig_job_failed(rm->job)) {
-        bool r = rm_failed(rm, err, "listing a machine's programs");
+        bool r = rm_failed(rm, err, what);
         pthread_mutex_unlock(&rm->lock);
         return r;
     }
     rm_buf msg = {0};
-    cmd_head(rm, &msg, RM_OP_HELD, 0);
-    got *g = NULL;
-    bool ok =
-        round_trip(rm, &rank, 1, &msg, &g, "listing a machine's programs", err);
+    cmd_head(rm, &msg, op, 0);
+    rm_got *g = NULL;
+    bool ok = rm_round_trip(rm, &rank, 1, &msg, &g, what, err);
     if (ok && !g[0].h.ok) {
-        ok = refusals(rm, g, 1, "failed: listing programs", err);
+        ok = rm_refusals(rm, g, 1, "failed: listing", err);
     } else if (ok &&
                (g[0].h.msg_len % sizeof(int64_t) != 0 || g[0].raw == NULL)) {
-        ok = rig_err(err, "nomem: listing machine %s's programs",
-                     name_of(rm, rank));
+        ok = rig_err(err, "nomem: %s (machine %s)", what, name_of(rm, rank));
     } else if (ok) {
         size_t k = g[0].h.msg_len / sizeof(int64_t);
         *ids = NULL;
         if (k > 0) {
             *ids = malloc(k * sizeof(int64_t));
             if (*ids == NULL) {
-                ok = rig_err(err, "nomem: %zu program ids", k);
+                ok = rig_err(err, "nomem: %zu ids", k);
             } else {
                 memcpy(*ids, g[0].raw, k * sizeof(int64_t));
             }
@@ -1175,9 +1303,23 @@ bool rig_remote_programs_held(rig_remote *rm, int rank, int64_t **ids,
             *n = k;
         }
     }
-    got_free(g, 1);
+    rm_got_free(g, 1);
     pthread_mutex_unlock(&rm->lock);
     return ok;
+}
+
+bool rig_remote_programs_held(rig_remote *rm, int rank, int64_t **ids,
+                              size_t *n, char **err)
+{
+    return ids_held(rm, rank, RM_OP_HELD, "rig_remote_programs_held",
+                    "listing a machine's programs", ids, n, err);
+}
+
+bool rig_remote_ends_held(rig_remote *rm, int rank, int64_t **ids, size_t *n,
+                          char **err)
+{
+    return ids_held(rm, rank, RM_OP_ENDS, "rig_remote_ends_held",
+                    "listing a machine's ends", ids, n, err);
 }
 
 /* ---- close --------------------------------------------------------------- */
@@ -1192,11 +1334,11 @@ void rm_controller_close(rig_remote *rm)
             }
             rm_buf msg = {0};
             cmd_head(rm, &msg, RM_OP_CLOSE, 0);
-            got *g = NULL;
+            rm_got *g = NULL;
             char *why = NULL;
-            if (round_trip(rm, all, (size_t)rm->size - 1, &msg, &g,
-                           "closing the remote layer", &why)) {
-                got_free(g, (size_t)rm->size - 1);
+            if (rm_round_trip(rm, all, (size_t)rm->size - 1, &msg, &g,
+                              "closing the remote layer", &why)) {
+                rm_got_free(g, (size_t)rm->size - 1);
             } else {
                 rig_log(RIG_LOG_WARN, "controller: %s",
                         why != NULL ? why : "?");

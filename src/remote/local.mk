@@ -19,6 +19,7 @@ src_remote_libremote_la_SOURCES = \
 	src/remote/controller.c \
 	src/remote/machine.c \
 	src/remote/open.c \
+	src/remote/rails.c \
 	src/remote/records.c \
 	src/remote/wait.c
 src_remote_libremote_la_CPPFLAGS = $(REMOTE_CPPFLAGS)

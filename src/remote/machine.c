@@ -11,11 +11,12 @@
  *
  * Layout of one description (host byte order: one job runs one ABI):
  *   u32 magic, i32 rank, i32 pid, str hostname, u32 numa, u32 cores,
- *   then per kind 0..MESH_BACKEND_COUNT-1: u32 runs; if it runs, its caps
- *   (u32 kind, str name, i32 cc_major, i32 cc_minor, u32 sms_total,
- *   u32 sms, u32 green, u32 blocks_per_sm, u32 family, u32
- *   max_tg_threads, u32 max_shared, str arch) and i64 device; else str
- *   why. */
+ *   str node (boot id, IPC namespace, host name: machines with the same
+ *   one share System V shared memory), then per kind 0..MESH_BACKEND_COUNT-1:
+ * u32 runs; if it runs, its caps (u32 kind, str name, i32 cc_major, i32
+ * cc_minor, u32 sms_total, u32 sms, u32 green, u32 blocks_per_sm, u32 family,
+ * u32 max_tg_threads, u32 max_shared, str arch) and i64 device; else str why.
+ */
 #include "remote_internal.h"
 
 #include "../util/util_internal.h"
@@ -24,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define RM_STR_MAX 4096u
@@ -43,6 +45,28 @@ static void topology(uint32_t *numa, uint32_t *cores)
         *cores = c > 0 ? (uint32_t)c : 1;
     }
     hwloc_topology_destroy(topo);
+}
+
+/* This node's key: processes with equal keys share a kernel (boot id),
+ * System V shared memory (the IPC namespace) and a host name, so that one
+ * attaches the other's segments by id. */
+static void node_key(char *out, size_t len, const char *host)
+{
+    char boot[64] = "?";
+    FILE *f = fopen("/proc/sys/kernel/random/boot_id", "re");
+    if (f != NULL) {
+        if (fgets(boot, sizeof(boot), f) == NULL) {
+            snprintf(boot, sizeof(boot), "?");
+        }
+        fclose(f);
+        boot[strcspn(boot, "\n")] = '\0';
+    }
+    struct stat st;
+    unsigned long long ns = 0;
+    if (stat("/proc/self/ns/ipc", &st) == 0) {
+        ns = (unsigned long long)st.st_ino;
+    }
+    snprintf(out, len, "%s/%llx/%s", boot, ns, host);
 }
 
 /* The CUDA ordinal the backend opened (RIG_MESH_CUDA_DEVICE, mesh/cuda.h). */
@@ -121,6 +145,9 @@ bool rm_describe(rig_remote *rm, uint32_t executors, const char *by,
     rm_buf_str(out, host);
     rm_buf_u32(out, numa);
     rm_buf_u32(out, cores);
+    char node[400];
+    node_key(node, sizeof(node), host);
+    rm_buf_str(out, node);
     for (uint32_t k = 0; k < MESH_BACKEND_COUNT; k++) {
         char *why = NULL;
         bool runs = false;
@@ -151,6 +178,7 @@ static void machine_free(rig_remote_machine *m)
 {
     free((char *)m->name);
     free((char *)m->hostname);
+    free((char *)m->node);
     for (uint32_t k = 0; k < MESH_BACKEND_COUNT; k++) {
         free((char *)m->executors[k].why);
         mesh_caps_free(&m->executors[k].caps);
@@ -181,6 +209,7 @@ static bool parse_one(rm_rd *r, int rank, rig_remote_machine *m)
     m->hostname = host;
     m->numa_nodes = rm_rd_u32(r);
     m->cores = rm_rd_u32(r);
+    m->node = rm_rd_str(r, 400);
     if (host != NULL) {
         char *name = NULL;
         if (asprintf(&name, "%s:%d", host, rank) < 0) {
@@ -203,7 +232,7 @@ static bool parse_one(rm_rd *r, int rank, rig_remote_machine *m)
             e->why = rm_rd_str(r, RM_STR_MAX);
         }
     }
-    return !r->bad && m->name != NULL;
+    return !r->bad && m->name != NULL && m->node != NULL;
 }
 
 bool rm_table_parse(rig_remote *rm, const uint8_t *table, size_t len,

@@ -292,6 +292,7 @@ out:
 
 static void remote_free(rig_remote *rm)
 {
+    rm_rails_free(rm);
     rm_records_free(rm);
     rm_table_free(rm);
     rm_programs_free(rm);

@@ -54,9 +54,10 @@ static size_t host_threads(const rig_host *h, int64_t program, int32_t **out)
     return n;
 }
 
-/* Rails between machines are issue 17's: the checks every caller gets are
- * made here already, so that compiled code that calls the record's
- * function directly is refused as rig_host_rail would. */
+/* The checks every caller gets are made here, before any agent is
+ * contacted, so that compiled code that calls the record's function
+ * directly is refused as rig_host_rail would refuse it; then rails.c
+ * makes the rail. */
 static bool host_rail(const rig_host *h, const rig_host *peer,
                       const rig_transfer *send, size_t nsend,
                       const rig_transfer *receive, size_t nreceive,
@@ -82,6 +83,15 @@ static bool host_rail(const rig_host *h, const rig_host *peer,
     if (!rig_check_transfers(send, nsend, receive, nreceive, err)) {
         return false;
     }
+    /* What an agent takes in a RAIL command (rails.c). */
+    if (nsend > RM_RAIL_TRANSFERS_MAX || nreceive > RM_RAIL_TRANSFERS_MAX) {
+        return rig_err(err,
+                       "invalid: %s has %zu transfers; a rail between "
+                       "machines carries at most %u each way",
+                       nsend > RM_RAIL_TRANSFERS_MAX ? "send" : "receive",
+                       nsend > RM_RAIL_TRANSFERS_MAX ? nsend : nreceive,
+                       RM_RAIL_TRANSFERS_MAX);
+    }
     const rm_hostrec *p = peer != NULL ? hostrec_of(peer) : NULL;
     if (peer != NULL && (p == NULL || p->rm != rec->rm)) {
         return rig_err(err,
@@ -89,13 +99,18 @@ static bool host_rail(const rig_host *h, const rig_host *peer,
                        "remote layer",
                        peer->machine != NULL ? peer->machine : "?");
     }
-    if (rig_job_failed(rec->rm->job)) {
-        return rm_failed(rec->rm, err, "rail");
+    if (rec->rm->rank != 0) {
+        return rig_err(err,
+                       "invalid: host records make rails on the controller "
+                       "(rank 0); this is rank %d (rig_job_host's records "
+                       "make a rail from here)",
+                       rec->rm->rank);
     }
-    return rig_err(err,
-                   "unsupported: rails from machine %s to %s are not built "
-                   "yet (the remote layer makes no rails so far)",
-                   h->machine, peer != NULL ? peer->machine : "the controller");
+    if (rig_job_failed(rec->rm->job)) {
+        return rm_failed(rec->rm, err, "making a rail");
+    }
+    return rm_rail_make(rec->rm, rec->rank, p != NULL ? p->rank : 0, send,
+                        nsend, receive, nreceive, out, err);
 }
 
 bool rm_threads_set(rig_remote *rm, int rank, int64_t program,

@@ -16,17 +16,20 @@
  * controller at most one reply per agent outstanding; a reply carries its
  * command's sequence number all the same.
  *
- * Lock order: rm->lock (the controller's conversation), then
- * rm->table_lock (threads tables, program list, events). */
+ * Lock order: rm->lock (the controller's conversation), then a rail
+ * link's lock (rm_link), then rm->table_lock (threads tables, program
+ * list, events, rails). */
 #ifndef RIG_REMOTE_INTERNAL_H
 #define RIG_REMOTE_INTERNAL_H
 
 #include "rig/remote.h"
 
 #include "mesh/driver.h"
+#include "mesh/ends.h"
 #include "mesh/executors.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -47,8 +50,40 @@ enum {
     RM_OP_HALT = 4,
     RM_OP_UNLOAD = 5,
     RM_OP_CLOSE = 6,
-    RM_OP_HELD = 7
+    RM_OP_HELD = 7,
+    RM_OP_RAIL = 8, /* make an end: rm_rail_cmd + lists; reply rm_wire_end */
+    RM_OP_DROP = 9, /* the controller released rails: u32 n, n i64 ids */
+    RM_OP_ENDS = 10 /* the rails whose ends the agent holds: i64 ids */
 };
+
+/* The most transfers each way of a rail the controller makes (RAIL's
+ * lists travel in one message). */
+#define RM_RAIL_TRANSFERS_MAX (1u << 24)
+
+/* RAIL's body after the command: the peer (a job rank), then nsend and
+ * nreceive transfers, this agent's send list first. */
+typedef struct {
+    int32_t peer;
+    uint32_t pad;
+    uint64_t nsend, nreceive;
+} rm_rail_cmd;
+
+/* An end as the wire carries it: its rail's id and where it sits
+ * (mesh_end_place; shm -1: in no segment, or not to be mapped). */
+typedef struct {
+    int64_t id;
+    int32_t shm;
+    uint32_t pad;
+    uint64_t bytes, counts_at, outbound_at, inbound_at;
+} rm_wire_end;
+
+/* One binding of a load (after the file list): the machine, the input,
+ * the rail, and the peer end when the program may map it. */
+typedef struct {
+    int32_t rank;
+    uint32_t input;
+    rm_wire_end peer;
+} rm_wire_bind;
 
 /* LOAD: how the image comes.  An image of at most RM_INLINE_BYTES rides
  * in the command itself: one message per agent instead of a command and
@@ -147,6 +182,31 @@ typedef struct rm_program {
     struct rm_program *next;
 } rm_program;
 
+/* ---- the controller's rails (rails.c) ----------------------------------- */
+
+/* What a rail's release function holds: the layer, while it is open.  Two
+ * references, the function's and the layer's; the last frees it. */
+typedef struct rm_link {
+    pthread_mutex_t lock;
+    rig_remote *rm; /* NULL once the layer closed */
+    int64_t id;
+    atomic_int refs;
+} rm_link;
+
+/* A rail the controller made: between machines a and b (b 0: the
+ * controller's), the lists as a sends and receives, and where each end
+ * sits (mesh_end_place: index 0 for a, 1 for b). */
+typedef struct rm_rail {
+    int64_t id;
+    int a, b;
+    rig_transfer *send, *receive;
+    size_t nsend, nreceive;
+    mesh_end_place place[2];
+    bool released; /* the controller's rail went: agents drop their ends */
+    rm_link *link;
+    struct rm_rail *next;
+} rm_rail;
+
 /* ---- an agent's programs ------------------------------------------------ */
 
 typedef struct agent_prog {
@@ -170,8 +230,26 @@ typedef struct agent_prog {
     char *crash;                  /* the report of this launch's crash */
     bool crash_sent;
     int32_t threads;
+    /* Its inputs' ends (a reference on each from load to unload) and the
+     * view of them prepared images get. */
+    mesh_end_binding *binds;
+    size_t nbinds;
+    mesh_ends ends;
     struct agent_prog *next;
 } agent_prog;
+
+/* An end this agent made for the controller. */
+typedef struct agent_rail {
+    int64_t id;
+    int peer;
+    rig_rail *rail; /* the table's reference; NULL once dropped */
+    rig_end *end;   /* borrowed: valid while alive */
+    rig_transfer *send, *receive;
+    size_t nsend, nreceive;
+    int64_t writer; /* the loaded program that writes it; 0: none */
+    bool alive;     /* the pair lives (its release function clears it) */
+    struct agent_rail *next;
+} agent_rail;
 
 /* ---- records ------------------------------------------------------------ */
 
@@ -215,11 +293,14 @@ struct rig_remote {
     rm_program *programs;
     char **events;
     size_t nevents, events_cap;
+    rm_rail *rails;   /* under table_lock */
+    size_t nreleased; /* rails released, not yet dropped; table_lock */
 
     /* An agent. */
     mesh_backend *backends[MESH_BACKEND_COUNT];
     mesh_driver *drivers[MESH_BACKEND_COUNT];
     agent_prog *progs;
+    agent_rail *arails;
     bool served;
     MPI_Request *pending; /* crash reports on their way */
     void **pending_buf;
@@ -287,6 +368,30 @@ char *rm_runs_list(const rig_remote_machine *m);
 
 /* ---- the controller (controller.c) -------------------------------------- */
 
+/* One agent's reply, parsed. */
+typedef struct {
+    int rank;
+    rm_reply h;
+    int32_t *threads;
+    char *msg;    /* the message as text */
+    uint8_t *raw; /* and as bytes (h.msg_len) */
+} rm_got;
+
+void rm_got_free(rm_got *g, size_t n);
+/* A new command (the next sequence number); rm->lock held. */
+rm_cmd rm_cmd_new(rig_remote *rm, uint32_t op, int64_t program);
+/* Takes each of ranks[0..n)'s reply to command seq into out[i]. */
+bool rm_replies(rig_remote *rm, const int *ranks, size_t n, uint64_t seq,
+                rm_got *out, const char *what, char **err);
+/* Sends command msg to ranks[0..n) and takes their replies into *out
+ * (malloc'd, n entries).  msg is freed.  rm->lock held. */
+bool rm_round_trip(rig_remote *rm, const int *ranks, size_t n, rm_buf *msg,
+                   rm_got **out, const char *what, char **err);
+/* "<reason>: machine vm:2: <rest>" for each refusal among g[0..n), joined
+ * by "; "; false. */
+bool rm_refusals(const rig_remote *rm, const rm_got *g, size_t n,
+                 const char *fallback, char **err);
+
 /* Takes in every crash report that has arrived (no waiting).  Caller
  * holds rm->lock or not: only table_lock is taken. */
 void rm_events_drain(rig_remote *rm);
@@ -295,6 +400,48 @@ void rm_events_drain(rig_remote *rm);
 void rm_controller_close(rig_remote *rm);
 
 void rm_programs_free(rig_remote *rm);
+
+/* ---- rails (rails.c) ---------------------------------------------------- */
+
+/* The controller's host->rail once the record's checks passed: makes the
+ * rail between agent a and b (0: the controller's machine). */
+bool rm_rail_make(rig_remote *rm, int a, int b, const rig_transfer *send,
+                  size_t nsend, const rig_transfer *receive, size_t nreceive,
+                  rig_rail **out, char **err);
+
+/* Takes rm->lock and tells the agents of the rails released since the
+ * last call to drop their ends (a failed job: none).  Every call of the
+ * controller that talks to agents starts with it. */
+void rm_lock(rig_remote *rm);
+
+/* The controller's rail id (not released) or NULL; table_lock held. */
+rm_rail *rm_rail_find(rig_remote *rm, int64_t id);
+
+/* Forgets every rail record (the layer closes): release functions that
+ * run later find the layer gone. */
+void rm_rails_free(rig_remote *rm);
+
+/* An agent's commands. */
+bool rm_agent_rail(rig_remote *rm, const rm_cmd *c, rm_rd *body, char **err);
+bool rm_agent_drop(rig_remote *rm, const rm_cmd *c, rm_rd *body, char **err);
+bool rm_agent_ends(rig_remote *rm, const rm_cmd *c, char **err);
+
+/* The agent's record of rail id that is alive, or NULL. */
+agent_rail *rm_agent_rail_find(rig_remote *rm, int64_t id);
+
+/* Drops the table's reference of every end and forgets the records that
+ * died (the agent closes, or the job failed; programs unloaded first). */
+void rm_agent_rails_free(rig_remote *rm);
+
+/* Forgets the records of ends whose pair is gone. */
+void rm_agent_rails_sweep(rig_remote *rm);
+
+/* Sends a reply whose message is len raw bytes (agent.c). */
+bool rm_agent_send_raw(rig_remote *rm, rm_reply *h, const void *data,
+                       size_t len, char **err);
+/* Refuses command c with why (agent.c). */
+bool rm_agent_refuse(rig_remote *rm, const rm_cmd *c, const char *why,
+                     char **err);
 
 /* ---- an agent (agent.c) ------------------------------------------------- */
 

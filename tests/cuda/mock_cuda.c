@@ -178,7 +178,7 @@ static int primary_phys;
 
 struct CUfunc_st {
     char name[64];
-    int kind; /* 0 counter, 1 pattern, 2 fault */
+    int kind; /* 0 counter, 1 pattern, 2 fault, 3 rails, 4 rails_once */
     unsigned static_shared;
     unsigned max_dyn;
     struct CUmod_st *mod;
@@ -472,6 +472,78 @@ static bool queue_blocked(const struct CUstream_st *s)
     return false;
 }
 
+/* examples/cuda/rails: the value node 0 sends with count c. */
+static uint64_t rails_value(uint64_t c)
+{
+    return c * 2654435761ull + 7ull;
+}
+
+/* examples/cuda/rails/rails.cu's kernels: rails ping-pongs 8 bytes over
+ * input 0's end until halted (point 0 the round trips, 1 the wrong
+ * answers, 2 set when the rail failed); rails_once writes one value
+ * (counting in scratch) and ends.  The entry is found at PX_ENDS (slot
+ * byte 56) as the device would find it; device addresses are host ones. */
+static void rails_kernel(launch_args *a, _Atomic uint32_t *halt,
+                         _Atomic uint64_t *point, bool once)
+{
+    uint8_t *table = (uint8_t *)(uintptr_t)atomic_load(
+        (_Atomic uint64_t *)SLOT(a->mb, a->slot, 56u));
+    if (table == NULL) {
+        return;
+    }
+    uint8_t *e = table + 128;
+    if (*(uint32_t *)(e + 16) == 0) {
+        return;
+    }
+    uint64_t out_copy = *(uint64_t *)(e + 56), in_copy = *(uint64_t *)(e + 64);
+    uint8_t *counts = (uint8_t *)(uintptr_t) * (uint64_t *)(e + 136);
+    uint8_t *out = (uint8_t *)(uintptr_t) * (uint64_t *)(e + 144);
+    const uint8_t *in = (const uint8_t *)(uintptr_t) * (uint64_t *)(e + 152);
+    _Atomic uint64_t *epoint = (_Atomic uint64_t *)(e + 224);
+    _Atomic uint64_t *arrived = (_Atomic uint64_t *)(counts + 256);
+    if (once) {
+        uint64_t *count = a->scratch;
+        uint64_t c = ++count[0];
+        /* The device's store, made visible (a release store: the same
+         * order __threadfence_system gives the real kernel). */
+        atomic_store_explicit(
+            (_Atomic uint64_t *)(void *)(out + ((c - 1) % 2) * out_copy),
+            rails_value(c), memory_order_release);
+        return;
+    }
+    uint64_t base = atomic_load(epoint), trips = 0, bad = 0;
+    _Atomic uint64_t *bad_point = point + 1, *failed_point = point + 2;
+    while (atomic_load(halt) == 0) {
+        uint64_t c = base + trips + 1, k = (c - 1) % 2;
+        uint64_t v = rails_value(c);
+        memcpy(out + k * out_copy, &v, 8);
+        uint64_t old = atomic_load(epoint);
+        while (old < c && !atomic_compare_exchange_weak(epoint, &old, c)) {
+        }
+        uint64_t got;
+        while ((got = atomic_load(arrived)) < c && atomic_load(halt) == 0) {
+        }
+        if (got == (uint64_t)INT64_MAX) {
+            atomic_store(failed_point, 1);
+            break;
+        }
+        if (got < c) {
+            break;
+        }
+        uint64_t back;
+        memcpy(&back, in + k * in_copy, 8);
+        bad += back != ~v;
+        trips++;
+        atomic_store(point, trips);
+        if (bad != 0) {
+            atomic_store(bad_point, bad);
+        }
+    }
+    while (atomic_load(halt) == 0) {
+        nap_us(20);
+    }
+}
+
 static void *run_kernel(void *p)
 {
     struct CUstream_st *s = p;
@@ -502,7 +574,9 @@ static void *run_kernel(void *p)
         nap_us(1000);
     }
     uint64_t t0 = now_ms();
-    if (a->fn->kind == 1) {
+    if (a->fn->kind == 3 || a->fn->kind == 4) {
+        rails_kernel(a, halt, point, a->fn->kind == 4);
+    } else if (a->fn->kind == 1) {
         uint64_t bytes = *(uint64_t *)SLOT(a->mb, a->slot, 32u);
         uint32_t *w = a->scratch;
         for (uint64_t i = 0; i < bytes / 4; i++) {
@@ -1174,8 +1248,12 @@ MOCK_EXPORT CUresult CUDAAPI cuModuleGetFunction(CUfunction *f, CUmodule m,
     static const struct {
         const char *name;
         unsigned static_shared;
-    } known[] = {{"counter", 8}, {"pattern", 16}, {"fault", 8}};
-    for (int k = 0; k < 3; k++) {
+    } known[] = {{"counter", 8},
+                 {"pattern", 16},
+                 {"fault", 8},
+                 {"rails", 4},
+                 {"rails_once", 0}};
+    for (int k = 0; k < 5; k++) {
         if (strcmp(name, known[k].name) == 0) {
             *f = calloc(1, sizeof(**f));
             snprintf((*f)->name, sizeof((*f)->name), "%s", name);
@@ -1402,4 +1480,37 @@ MOCK_EXPORT CUresult CUDAAPI cuLaunchKernel(CUfunction f, unsigned gx,
     }
     s->started = true;
     return CUDA_SUCCESS;
+}
+
+/* Stream operations after a launch: this mock has no queue, so they wait
+ * here, on the caller's thread, until the stream's launch is over. */
+static void stream_drain(CUstream s)
+{
+    while (!atomic_load(&s->done)) {
+        nap_us(2);
+    }
+}
+
+MOCK_EXPORT CUresult CUDAAPI cuStreamWriteValue64(CUstream s, CUdeviceptr addr,
+                                                  cuuint64_t value,
+                                                  unsigned int flags)
+{
+    (void)flags;
+    if (s == NULL || addr == 0) {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    stream_drain(s);
+    atomic_store((_Atomic uint64_t *)(uintptr_t)addr, value);
+    return sticky(s->ctx);
+}
+
+MOCK_EXPORT CUresult CUDAAPI cuLaunchHostFunc(CUstream s, CUhostFn fn,
+                                              void *data)
+{
+    if (s == NULL || fn == NULL) {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    stream_drain(s);
+    fn(data);
+    return sticky(s->ctx);
 }

@@ -873,6 +873,247 @@ static void test_fault(void)
     mesh_driver_close(d);
 }
 
+/* ---- rails: a kernel drives a rail end ------------------------------------
+ */
+
+#define RAILS_TRIPS 2000u
+
+static uint64_t rails_value(uint64_t c)
+{
+    return c * 2654435761ull + 7ull;
+}
+
+typedef struct {
+    rig_end *end;
+    uint64_t c;
+} rails_ready_arg;
+
+static void CUDA_CB rails_host_ready(void *p)
+{
+    rails_ready_arg *a = p;
+    rig_end_ready(a->end, a->c);
+}
+
+/* The host's side at end b of what the kernel sends on a: count c's value
+ * arrived bit for bit. */
+static bool rails_arrived(rig_end *b, uint64_t c)
+{
+    bool timed_out = false;
+    if (!rig_end_wait_arrived_for(b, c, CUDA_TEST_GUARD_MS, &timed_out)) {
+        T_FAILF("count %llu never arrived (%s)", (unsigned long long)c,
+                timed_out ? "hang guard" : "the rail failed");
+        return false;
+    }
+    uint64_t v;
+    memcpy(&v, rig_area_copy(rig_end_inbound(b), (unsigned)((c - 1) % 2)).base,
+           8);
+    if (v != rails_value(c)) {
+        T_FAILF("count %llu brought %llx, not %llx", (unsigned long long)c,
+                (unsigned long long)v, (unsigned long long)rails_value(c));
+        return false;
+    }
+    return true;
+}
+
+/* Rails driven by a kernel (examples/cuda/rails): the resident kernel
+ * writes through the end's device address and raises its point, which the
+ * backend's watcher turns into ready; then the same messages signalled by
+ * cuStreamWriteValue64 after a kernel and a host poll, and by
+ * cuLaunchHostFunc: one-way times side by side. */
+static void test_rails(void)
+{
+    char *err = NULL;
+    rig_transfer t = {0, 0, 8};
+    rig_rail *ra = NULL, *rb = NULL;
+    T_OK(rig_loopback_make(7, &t, 1, &t, 1, &ra, &rb, &err), err);
+    if (ra == NULL) {
+        return;
+    }
+    rig_end *a = rig_rail_local(ra), *b = rig_rail_local(rb);
+    mesh_end_binding bind = {.input = 0,
+                             .id = 7,
+                             .peer = 1,
+                             .here = 0,
+                             .end = a,
+                             .send = &t,
+                             .nsend = 1,
+                             .receive = &t,
+                             .nreceive = 1,
+                             .peer_place = {.shm = -1}};
+    mesh_ends ends = {.b = &bind, .n = 1};
+    mesh_driver *d = NULL;
+    mesh_prepared p;
+    uint32_t slot = 0;
+    T_OK(mesh_driver_open(be, &d, &err), err);
+    if (d == NULL || !prepare("rails", &p)) {
+        mesh_driver_close(d);
+        rig_rail_release(ra);
+        rig_rail_release(rb);
+        return;
+    }
+    p.ends = &ends;
+    T_OK(mesh_driver_start(d, &p, 1, &slot, &err), err);
+    /* (a) points: the host answers each ping with its complement. */
+    uint64_t t0 = rig_now_ns();
+    bool ok = err == NULL;
+    for (uint64_t c = 1; ok && c <= RAILS_TRIPS; c++) {
+        ok = rails_arrived(b, c);
+        uint64_t back = ~rails_value(c);
+        memcpy(rig_area_copy(rig_end_outbound(b), (unsigned)((c - 1) % 2)).base,
+               &back, 8);
+        rig_end_ready(b, c);
+    }
+    double points_us = (double)(rig_now_ns() - t0) / 1e3 / (2.0 * RAILS_TRIPS);
+    if (ok) {
+        T_TRUE(wait_point_above(d, slot, RAILS_TRIPS - 1) >= RAILS_TRIPS);
+        T_EQ_U(mesh_driver_point(d, slot, 1), 0); /* no wrong answer */
+        T_EQ_U(mesh_driver_point(d, slot, 2), 0); /* no failure */
+    }
+    T_OK(mesh_driver_stop(d, slot, &err), err);
+    mesh_driver_close(d);
+
+    /* (b) and (c): a kernel per message, on a stream of the test's own,
+     * finding end a through a table of the test's in slot 31. */
+    const cuda_backend *cb = be->self;
+    if (!ok || !cu.signals || cb->mps != NULL) {
+        if (ok) {
+            printf("GPU rails: points %.2f us one way; the driver lacks "
+                   "cuStreamWriteValue64 or cuLaunchHostFunc (or MPS)\n",
+                   points_us);
+        }
+        mesh_prepared_free(&p);
+        rig_rail_release(ra);
+        rig_rail_release(rb);
+        return;
+    }
+    mesh_prepared q;
+    T_TRUE(prepare("rails", &q));
+    uint8_t *host = NULL;
+    uint64_t mb_dev = 0;
+    T_OK(be->ops->mailbox(be, &host, &mb_dev, &err), err);
+    mesh_control_block *mb = (mesh_control_block *)(void *)host;
+    mesh_ends_table *table = NULL;
+    T_EQ_U(posix_memalign((void **)&table, 4096, 4096), 0);
+    memset(table, 0, 4096);
+    uintptr_t lo = (uintptr_t)rig_end_counts(a).base & ~(uintptr_t)4095;
+    uintptr_t hi =
+        ((uintptr_t)rig_end_inbound(a).base + rig_end_inbound(a).len + 4095) &
+        ~(uintptr_t)4095;
+    CUmodule mod = NULL;
+    CUfunction once = NULL;
+    CUstream stream = NULL;
+    CUdeviceptr scratch = 0, table_dev = 0, c_dev = 0, o_dev = 0, i_dev = 0;
+    CUresult r = CUDA_SUCCESS;
+    uint64_t base = rig_end_ready_count(a);
+    WITH_PRIMARY({
+        r = cu.cuMemHostRegister_p((void *)lo, hi - lo,
+                                   CU_MEMHOSTREGISTER_DEVICEMAP |
+                                       CU_MEMHOSTREGISTER_PORTABLE);
+        if (r == CUDA_SUCCESS) {
+            r = cu.cuMemHostRegister_p(table, 4096,
+                                       CU_MEMHOSTREGISTER_DEVICEMAP |
+                                           CU_MEMHOSTREGISTER_PORTABLE);
+        }
+        if (r == CUDA_SUCCESS) {
+            cu.cuMemHostGetDevicePointer_p(&table_dev, table, 0);
+            cu.cuMemHostGetDevicePointer_p(&c_dev, rig_end_counts(a).base, 0);
+            cu.cuMemHostGetDevicePointer_p(&o_dev, rig_end_outbound(a).base, 0);
+            cu.cuMemHostGetDevicePointer_p(&i_dev, rig_end_inbound(a).base, 0);
+            r = cu.cuModuleLoadData_p(&mod, q.code);
+        }
+        if (r == CUDA_SUCCESS) {
+            r = cu.cuModuleGetFunction_p(&once, mod, "rails_once");
+        }
+        if (r == CUDA_SUCCESS) {
+            r = cu.cuStreamCreate_p(&stream, CU_STREAM_NON_BLOCKING);
+        }
+        if (r == CUDA_SUCCESS) {
+            r = cu.cuMemAlloc_p(&scratch, 64);
+        }
+        if (r == CUDA_SUCCESS) {
+            r = cu.cuMemcpyHtoD_p(scratch, &base, 8);
+        }
+    });
+    T_EQ_U(r, CUDA_SUCCESS);
+    mesh_end_entry *en = &table->e[0];
+    en->flags = MESH_END_BOUND | MESH_END_SENDS | MESH_END_RECEIVES;
+    en->out_copy = rig_end_outbound(a).len / 2;
+    en->in_copy = rig_end_inbound(a).len / 2;
+    en->dev_counts = c_dev;
+    en->dev_outbound = o_dev;
+    en->dev_inbound = i_dev;
+    CUdeviceptr point_dev = table_dev + MESH_E_ENTRIES + MESH_EE_POINT;
+    atomic_store(&mb->slot[31].ends, (uint64_t)table_dev);
+    CUdeviceptr mbp = mb_dev;
+    unsigned int sl = 31;
+    void *params[] = {&mbp, &sl, &scratch};
+    double ms[2] = {0, 0};
+    for (int method = 0; r == CUDA_SUCCESS && ok && method < 2; method++) {
+        uint64_t from = rig_end_ready_count(a);
+        t0 = rig_now_ns();
+        for (uint64_t c = from + 1; ok && c <= from + RAILS_TRIPS; c++) {
+            rails_ready_arg arg = {a, c};
+            WITH_PRIMARY({
+                r = cu.cuLaunchKernel_p(once, 1, 1, 1, 1, 1, 1, 0, stream,
+                                        params, NULL);
+                if (r == CUDA_SUCCESS && method == 0) {
+                    r = cu.cuStreamWriteValue64_p(stream, point_dev, c, 0);
+                } else if (r == CUDA_SUCCESS) {
+                    r = cu.cuLaunchHostFunc_p(stream, rails_host_ready, &arg);
+                }
+            });
+            if (r != CUDA_SUCCESS) {
+                break;
+            }
+            if (method == 0) {
+                /* The host polls the value the stream wrote, then readies. */
+                uint64_t tw = rig_now_ns();
+                while (atomic_load(&en->point) < c &&
+                       rig_now_ns() - tw < CUDA_TEST_GUARD_MS * 1000000ull) {
+                    rig_cpu_relax();
+                }
+                rig_end_ready(a, c);
+            }
+            ok = rails_arrived(b, c);
+            if (method == 1) {
+                /* arg lives on this stack until the function ran. */
+                WITH_PRIMARY(cu.cuStreamSynchronize_p(stream));
+            }
+        }
+        ms[method] = (double)(rig_now_ns() - t0) / 1e3 / RAILS_TRIPS;
+    }
+    T_EQ_U(r, CUDA_SUCCESS);
+    atomic_store(&mb->slot[31].ends, 0);
+    WITH_PRIMARY({
+        if (stream != NULL) {
+            cu.cuStreamSynchronize_p(stream);
+            cu.cuStreamDestroy_p(stream);
+        }
+        if (scratch != 0) {
+            cu.cuMemFree_p(scratch);
+        }
+        if (mod != NULL) {
+            cu.cuModuleUnload_p(mod);
+        }
+        cu.cuMemHostUnregister_p(table);
+        cu.cuMemHostUnregister_p((void *)lo);
+    });
+    free(table);
+    if (ok && r == CUDA_SUCCESS) {
+        printf("GPU rails: a kernel's message to the host's peer end, 8 B, "
+               "%u each: kernel point -> watcher -> ready %.2f us one way "
+               "(resident kernel); kernel + cuStreamWriteValue64 + host poll "
+               "%.2f us per message; kernel + cuLaunchHostFunc %.2f us per "
+               "message\n",
+               RAILS_TRIPS, points_us, ms[0], ms[1]);
+    }
+    mesh_prepared_free(&q);
+    mesh_prepared_free(&p);
+    rig_rail_release(ra);
+    rig_rail_release(rb);
+}
+
+CUDA_TEST(test_rails, "rails")
 CUDA_TEST(test_environment, "environment")
 CUDA_TEST(test_caps, "caps")
 CUDA_TEST(test_context, "context")
@@ -914,6 +1155,7 @@ static const struct {
     {"green 16", test_green_16_run, false},
     {"green 1", test_green_1_run, false},
     {"leak", test_leak_run, false},
+    {"rails", test_rails_run, false},
     {"fault", test_fault_run, true},
 };
 

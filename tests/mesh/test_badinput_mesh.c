@@ -820,6 +820,117 @@ static void test_mesh_neutral(void)
 {
     run_neutral(mesh_neutral, NCASES(mesh_neutral));
 }
+/* Rail ends (mesh/ends.h, mesh/worker.h): NULL, out of range, and every
+ * rule of mesh_ends_check, each refused naming the input and the rule. */
+static void test_ends_bad(void)
+{
+    char *err = NULL;
+    /* The worker's side on NULL: neutral values, nothing touched. */
+    T_EQ_U(mesh_worker_inputs(NULL), 0);
+    T_TRUE(mesh_worker_input(NULL, 0) == NULL);
+    T_TRUE(mesh_worker_end(NULL, 1) == NULL);
+    T_EQ_U(mesh_end_id(NULL), (uint64_t)-1);
+    T_TRUE(mesh_end_peer(NULL) == -1);
+    T_TRUE(mesh_end_here(NULL) == -1);
+    T_EQ_U(mesh_end_input(NULL), MESH_INPUTS);
+    size_t bytes = 7;
+    T_TRUE(mesh_end_outbound(NULL, 0, &bytes) == NULL && bytes == 0);
+    bytes = 7;
+    T_TRUE(mesh_end_inbound(NULL, 1, &bytes) == NULL && bytes == 0);
+    T_EQ_U(mesh_end_sent(NULL), 0);
+    T_EQ_U(mesh_end_arrived(NULL), 0);
+    mesh_end_ready(NULL, 1);
+    T_TRUE(!mesh_end_wait_arrived(NULL, 1));
+    T_TRUE(!mesh_end_wait_sent(NULL, 1));
+    T_TRUE(!mesh_end_failed(NULL));
+    /* The host's side. */
+    mesh_end_place pl;
+    T_ERR(mesh_end_place_of(NULL, &pl, &err), err, "invalid: ");
+    free(err);
+    err = NULL;
+    rig_transfer t = {0, 0, 64}, z = {0, 0, 0};
+    rig_rail *ra = NULL, *rb = NULL;
+    T_OK(rig_loopback_make(5, &t, 1, &t, 1, &ra, &rb, &err), err);
+    rig_end *e = rig_rail_local(ra);
+    T_ERR(mesh_end_place_of(e, NULL, &err), err, "invalid: ");
+    free(err);
+    err = NULL;
+    /* A loopback end is malloc'd: in no System V segment. */
+    T_ERR(mesh_end_place_of(e, &pl, &err), err, "unsupported: ");
+    free(err);
+    err = NULL;
+    T_EQ_U(mesh_ends_mask(NULL), 0);
+    T_TRUE(mesh_ends_check(NULL, 0, 0, &err));
+    mesh_end_binding b[2] = {
+        {.input = 0,
+         .id = 5,
+         .end = e,
+         .send = &t,
+         .nsend = 1,
+         .receive = &t,
+         .nreceive = 1},
+        {.input = 0,
+         .id = 5,
+         .end = e,
+         .send = &t,
+         .nsend = 1,
+         .receive = &t,
+         .nreceive = 1},
+    };
+    mesh_ends ends = {.b = b, .n = 1};
+    T_EQ_U(mesh_ends_mask(&ends), 1);
+    T_TRUE(mesh_ends_check(&ends, 1, 1, &err));
+    mesh_ends none = {.b = NULL, .n = 2};
+    T_ERR(mesh_ends_check(&none, 1, 1, &err), err,
+          "invalid: ends->b is NULL with 2 bindings");
+    free(err);
+    err = NULL;
+    T_ERR(mesh_ends_check(&ends, 2, 2, &err), err,
+          "invalid: input 0 is neither read nor written");
+    free(err);
+    err = NULL;
+    b[0].input = MESH_INPUTS;
+    T_ERR(mesh_ends_check(&ends, ~0ull, ~0ull, &err), err,
+          "invalid: input 32 is not below 32");
+    free(err);
+    err = NULL;
+    b[0].input = 0;
+    ends.n = 2;
+    T_ERR(mesh_ends_check(&ends, 1, 1, &err), err,
+          "invalid: input 0 is bound twice");
+    free(err);
+    err = NULL;
+    ends.n = 1;
+    b[0].end = NULL;
+    T_ERR(mesh_ends_check(&ends, 1, 1, &err), err,
+          "invalid: input 0 has no end");
+    free(err);
+    err = NULL;
+    b[0].end = e;
+    b[0].send = &z;
+    T_ERR(mesh_ends_check(&ends, 1, 1, &err), err,
+          "invalid: input 0's lists: send[0] has length 0");
+    free(err);
+    err = NULL;
+    b[0].send = NULL;
+    b[0].nsend = 0;
+    T_ERR(mesh_ends_check(&ends, 0, 1, &err), err,
+          "invalid: the program writes input 0, whose end (rail 5) sends "
+          "nothing");
+    free(err);
+    err = NULL;
+    b[0].send = &t;
+    b[0].nsend = 1;
+    b[0].receive = NULL;
+    b[0].nreceive = 0;
+    T_ERR(mesh_ends_check(&ends, 1, 0, &err), err,
+          "invalid: the program reads input 0, whose end (rail 5) receives "
+          "nothing");
+    free(err);
+    rig_rail_release(ra);
+    rig_rail_release(rb);
+}
+
 int main(void)
 {
     if (CU_initialize_registry() != CUE_SUCCESS) {
@@ -828,6 +939,7 @@ int main(void)
     CU_pSuite mesh = CU_add_suite("include/mesh", mesh_setup, mesh_teardown);
     CU_add_test(mesh, "bad arguments", test_mesh_bad);
     CU_add_test(mesh, "neutral values", test_mesh_neutral);
+    CU_add_test(mesh, "rail ends", test_ends_bad);
     printf("bad input cases: %zu of mesh, %zu neutral\n", NCASES(mesh_bad),
            NCASES(mesh_neutral));
     return t_run_registry();

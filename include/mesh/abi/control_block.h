@@ -146,11 +146,17 @@ typedef struct mesh_cb_slot {
     _Atomic uint64_t scratch;
     /* PX_SCRATCH_BYTES: its size. */
     _Atomic uint64_t scratch_bytes;
-    /* P_READS: the reads mask, bit i = the program reads input (rail end)
-     * i; P_VIEW: peer view generation, raised when the mask changes. */
+    /* P_READS: the reads mask, bit i = input i of the program (a rail
+     * end it reads or writes, mesh/abi/ends.h) is bound to an end on
+     * this machine; P_VIEW: peer view generation, raised when the mask
+     * changes (never while nodes run: no executor reads it live). */
     _Atomic uint64_t reads;
     _Atomic uint64_t view;
-    uint8_t host_pad_[8];
+    /* PX_ENDS: the table of the program's rail ends (mesh/abi/ends.h) as
+     * its nodes reach it: its device address on CUDA; 0 on the CPU
+     * executors (a native node maps it from MESH_ENDS_FD, a wasm module
+     * uses imports) and for a program without ends. */
+    _Atomic uint64_t ends;
 
     /* Node-owned line: nodes write with atomic read-modify-writes (native:
      * the host, from what it gathered of the nodes' pages). */
@@ -248,6 +254,7 @@ typedef struct mesh_cb_node {
 #define MESH_PX_SCRATCH_BYTES 32u
 #define MESH_P_READS 40u
 #define MESH_P_VIEW 48u
+#define MESH_PX_ENDS 56u
 #define MESH_P_ONLINE 64u
 #define MESH_P_EXITED 68u
 #define MESH_P_ERROR 72u
@@ -284,6 +291,7 @@ _Static_assert(offsetof(mesh_cb_header, host_pid) == MESH_S_HOST_PID &&
 _Static_assert(offsetof(mesh_cb_slot, launch) == MESH_P_LAUNCH &&
                    offsetof(mesh_cb_slot, scratch) == MESH_PX_SCRATCH &&
                    offsetof(mesh_cb_slot, view) == MESH_P_VIEW &&
+                   offsetof(mesh_cb_slot, ends) == MESH_PX_ENDS &&
                    offsetof(mesh_cb_slot, online) == MESH_P_ONLINE &&
                    offsetof(mesh_cb_slot, error_arg) == MESH_P_ERROR_ARG &&
                    offsetof(mesh_cb_slot, points) == MESH_P_POINTS,

@@ -19,11 +19,14 @@
 
 typedef struct cuda_backend cuda_backend;
 
+typedef struct mesh_cuda_ends mesh_cuda_ends;
+
 /* A kernel of the blink path: its image in the backend's context. */
 typedef struct cuda_kernel {
     mesh_cuda_image im; /* first: its usage is the kernel ops' */
     cuda_backend *be;
     char *entry;
+    mesh_cuda_ends *ends;     /* its rail ends (cuda_ends.c); NULL: none */
     struct cuda_kernel *next; /* on the retired list */
 } cuda_kernel;
 
@@ -139,6 +142,20 @@ bool mesh_cuda_usable(const cuda_backend *be, const char *what, char **err);
  * pool; MPS: always).  False with "limits: " naming what. */
 bool mesh_cuda_stream_free(const cuda_backend *be, uint32_t slot,
                            const char *what, char **err);
+
+/* ---- cuda_ends.c: a program's rail ends ---------------------------------- */
+
+/* The ends p's host bound (none: *out NULL): registered, their table
+ * registered, the watcher started.  The context is pushed.  Errors: a
+ * driver call's, "nomem: ", "limits: ", "system: ". */
+bool mesh_cuda_ends_make(cuda_backend *be, const mesh_prepared *p,
+                         mesh_cuda_ends **out, char **err);
+/* The table's device address (PX_ENDS); 0 for NULL. */
+uint64_t mesh_cuda_ends_dev(const mesh_cuda_ends *ce);
+/* Stops the watcher after one last pass (the kernel is over). */
+void mesh_cuda_ends_stop(mesh_cuda_ends *ce);
+/* Stops, unregisters what it registered, frees (NULL: nothing). */
+void mesh_cuda_ends_free(mesh_cuda_ends *ce);
 
 /* ---- cuda_occupancy.c --------------------------------------------------- */
 

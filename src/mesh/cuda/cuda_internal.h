@@ -86,13 +86,22 @@
     X(cuGreenCtxDestroy)                                                       \
     X(cuCtxFromGreenCtx)
 
+/* Stream operations that signal the host after a kernel: optional (the
+ * rails measurements of tests/cuda/test_cuda_gpu.c use them; the backend
+ * signals by points, cuda_ends.c). */
+#define MESH_CU_SIGNAL_FUNCS(X)                                                \
+    X(cuStreamWriteValue64)                                                    \
+    X(cuLaunchHostFunc)
+
 /* A dlopen'd libcuda. */
 typedef struct {
     void *lib;
-    bool green; /* the green functions resolved */
+    bool green;   /* the green functions resolved */
+    bool signals; /* the signal functions resolved */
 #define MESH_CU_MEMBER(f) __typeof__(f) *f##_p;
     MESH_CU_FUNCS(MESH_CU_MEMBER)
     MESH_CU_GREEN_FUNCS(MESH_CU_MEMBER)
+    MESH_CU_SIGNAL_FUNCS(MESH_CU_MEMBER)
 #undef MESH_CU_MEMBER
 } mesh_cu_lib;
 

@@ -137,6 +137,7 @@ static void reap(cuda_backend *be)
             keep = ck;
             continue;
         }
+        mesh_cuda_ends_free(ck->ends);
         free(ck->entry);
         free(ck);
     }
@@ -262,6 +263,9 @@ static bool kernel_retire(cuda_kernel *ck)
                 "mesh: cuda: kernel %s still runs %u ms after its halt; its "
                 "module and scratch are freed once it ends",
                 ck->entry != NULL ? ck->entry : "?", ms);
+    } else {
+        /* No point will rise any more: the watcher's last pass. */
+        mesh_cuda_ends_stop(ck->ends);
     }
     ck->next = be->retired;
     be->retired = ck;
@@ -332,6 +336,13 @@ bool mesh_cuda_load(const mesh_backend *b, mesh_prepared *p, mesh_kernel **out,
                        "compiled by the CUDA compiler",
                        name);
     }
+    if (p->ends != NULL && p->ends->n > 0 && be->mps != NULL) {
+        return rig_err(err,
+                       "unsupported: program %s names rail ends, which the "
+                       "CUDA executor hands to kernels in blink isolation "
+                       "only (an MPS worker runs in a process of its own)",
+                       name);
+    }
     if (p->kernel != NULL) {
         /* Prepared already: an MPS worker, started with the module loaded. */
         if (be->mps == NULL || !mesh_cuda_mps_kernel(p->kernel)) {
@@ -371,7 +382,8 @@ bool mesh_cuda_load(const mesh_backend *b, mesh_prepared *p, mesh_kernel **out,
         free(k);
         return false;
     }
-    bool ok = kernel_load(be, p, ck, err);
+    bool ok = kernel_load(be, p, ck, err) &&
+              mesh_cuda_ends_make(be, p, &ck->ends, err);
     mesh_cuda_pop(be);
     if (!ok) {
         kernel_retire(ck);
@@ -527,6 +539,9 @@ bool mesh_cuda_launch(const mesh_backend *b, const mesh_stream *st,
         if (!mesh_cuda_push(be, err)) {
             return false;
         }
+        atomic_store_explicit(&be->mb->slot[slot].ends,
+                              mesh_cuda_ends_dev(ck->ends),
+                              memory_order_release);
         bool ok =
             mesh_cuda_image_launch(&be->cu, &ck->im, be->pool[cs->pool], be->mb,
                                    (CUdeviceptr)dev, slot, nodes, err);

@@ -53,6 +53,12 @@ bool mesh_cu_lib_open(mesh_cu_lib *cu, char **err)
     c.green = c.green && c.f##_p != NULL;
     MESH_CU_GREEN_FUNCS(MESH_CU_OPT)
 #undef MESH_CU_OPT
+    c.signals = true;
+#define MESH_CU_SIG(f)                                                         \
+    c.f##_p = (__typeof__(f) *)dlsym(lib, MESH_XSTR(f));                       \
+    c.signals = c.signals && c.f##_p != NULL;
+    MESH_CU_SIGNAL_FUNCS(MESH_CU_SIG)
+#undef MESH_CU_SIG
     CUresult r = c.cuInit_p(0);
     if (r != CUDA_SUCCESS) {
         rig_err(err,

@@ -11,12 +11,14 @@ noinst_HEADERS += src/mesh/cuda/cuda_internal.h \
 # build tree (what the GPU tests load): PTX from nvcc -ptx where nvcc
 # exists (compute_75, the oldest arch CUDA 13 targets), else the committed
 # PTX.  `make cuda-ptx` refreshes the committed PTX with nvcc.
-CUDA_EXAMPLES = counter pattern
+CUDA_EXAMPLES = counter pattern rails
 CUDA_EXAMPLE_FILES = examples/cuda/mesh_node.cuh \
 	examples/cuda/counter/manifest.json examples/cuda/counter/counter.cu \
 	examples/cuda/counter/counter.ptx \
 	examples/cuda/pattern/manifest.json examples/cuda/pattern/pattern.cu \
-	examples/cuda/pattern/pattern.ptx
+	examples/cuda/pattern/pattern.ptx \
+	examples/cuda/rails/manifest.json examples/cuda/rails/rails.cu \
+	examples/cuda/rails/rails.ptx
 EXTRA_DIST += $(CUDA_EXAMPLE_FILES) \
 	tests/cuda/data/greedy/manifest.json tests/cuda/data/greedy/greedy.cu \
 	tests/cuda/data/greedy/greedy.ptx \
@@ -72,7 +74,8 @@ src_mesh_cuda_libmeshcuda_la_SOURCES = src/mesh/cuda/cuda_lib.c \
 	src/mesh/cuda/cuda_compile.c src/mesh/cuda/cuda_image.c \
 	src/mesh/cuda/cuda_mps_programs.c src/mesh/cuda/cuda_mps_daemon.c \
 	src/mesh/cuda/cuda_mps.c src/mesh/cuda/cuda_backend.c \
-	src/mesh/cuda/cuda_launch.c src/mesh/cuda/cuda_occupancy.c
+	src/mesh/cuda/cuda_launch.c src/mesh/cuda/cuda_occupancy.c \
+	src/mesh/cuda/cuda_ends.c
 src_mesh_cuda_libmeshcuda_la_CPPFLAGS = $(RIG_ABI_CPPFLAGS) $(CUDA_CFLAGS) \
 	$(HWLOC_CFLAGS) $(JANSSON_CFLAGS) $(XXHASH_CFLAGS) -I$(top_srcdir)/src \
 	-DRIG_PKGLIBEXECDIR='"$(pkglibexecdir)"'

@@ -112,6 +112,12 @@ static bool op_load(const mesh_backend *b, mesh_prepared *p, mesh_kernel **out,
         }
         im->scratch = map;
     }
+    mesh_ends_free(&im->ends);
+    if (!mesh_ends_dup(&im->ends, p->ends, err)) {
+        return false;
+    }
+    im->reads = p->manifest.reads;
+    im->writes = p->manifest.writes;
     im->nb = nb_of(b);
     *out = p->kernel;
     p->kernel = NULL;
@@ -226,6 +232,9 @@ static bool op_unload(const mesh_backend *b, mesh_kernel *k, char **err)
     if (im->live > 0) {
         mesh_native_nodes_stop(im, nb->s.halt_ms, nb->s.grace_ms);
     }
+    /* No node rings any more: the ferry's last pass carries what they
+     * readied. */
+    mesh_native_ends_stop(im);
     /* The last word of the nodes: the slot says how they left. */
     mesh_native_words_gather(im);
     mesh_kernel_drop(k);

@@ -26,6 +26,8 @@ void mesh_native_image_free(native_image *im)
         mesh_native_nodes_stop(im, 0, 0);
     }
     mesh_native_words_free(im);
+    mesh_native_ends_stop(im);
+    mesh_ends_free(&im->ends);
     if (im->nb != NULL && im->slot < MESH_PROG_SLOTS &&
         im->nb->slots[im->slot] == im) {
         im->nb->slots[im->slot] = NULL;
@@ -101,6 +103,7 @@ static bool make_image(const mesh_manifest *m, const mesh_payload_file *f,
     }
     im->exe_fd = -1;
     im->scratch_fd = -1;
+    im->ends_fd = -1;
     im->slot = MESH_NO_SLOT;
     im->scratch_bytes = m->scratch;
     im->name = strdup(m->name);

@@ -7,7 +7,10 @@
  *   native_nodes.c    a launch's nodes: each a program under a keeper
  *                     (src/mesh/child.c), reaped, reported, stopped;
  *   native_words.c    the nodes' own pages: made, gathered and checked into
- *                     the slot's words, halts copied into them.
+ *                     the slot's words, halts copied into them;
+ *   native_ends.c     the launch's rail ends: the table its nodes map, the
+ *                     ferry that readies ends whose peers nodes cannot
+ *                     reach.
  *
  * Decisions the spec leaves open (the why of each is where it is made):
  * - A node maps no part of the mailbox: only a page of its own
@@ -37,6 +40,8 @@
 
 #include "mesh/backend.h"
 
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -72,6 +77,16 @@ typedef struct {
     uint64_t points[MESH_POINTS];
     /* The error gathered into P_ERROR for this launch. */
     bool error_seen;
+    /* The rail ends the host bound (copied at load), the manifest's masks,
+     * and this launch's table and ferry (native_ends.c). */
+    mesh_ends ends;
+    uint64_t reads, writes;
+    int ends_fd;
+    mesh_ends_table *table;
+    size_t table_bytes;
+    pthread_t ferry;
+    bool ferry_on;
+    atomic_bool ferry_stop;
 } native_image;
 
 struct native_backend {
@@ -126,5 +141,14 @@ void mesh_native_words_free(native_image *im);
 void mesh_native_words_gather(native_image *im);
 /* Copies P_HALT = 1 into every page of im's launch. */
 void mesh_native_words_halt(native_image *im);
+
+/* ---- native_ends.c ---------------------------------------------------- */
+
+/* Makes the launch's table of ends (im->ends_fd, im->table) and starts the
+ * ferry when an end needs it; nothing without ends.  Errors: "system: ",
+ * mesh_end_place_of's. */
+bool mesh_native_ends_start(native_image *im, char **err);
+/* Stops the ferry and frees the table (nothing when there is none). */
+void mesh_native_ends_stop(native_image *im);
 
 #endif

@@ -21,11 +21,12 @@
 
 extern char **environ;
 
-/* The descriptors a node gets (mesh/worker.h): its page, the scratch, and
- * the binary it runs (closed at its exec). */
+/* The descriptors a node gets (mesh/worker.h): its page, the scratch, the
+ * binary it runs (closed at its exec) and the table of its ends. */
 #define NODE_FD_PAGE 3
 #define NODE_FD_SCRATCH 4
 #define NODE_FD_EXE 5
+#define NODE_FD_ENDS 6
 
 /* ---- the process-wide table of live keepers --------------------------- */
 
@@ -154,7 +155,7 @@ char *mesh_native_nodes_crashed(native_image *im)
  * UCX (through librig, say) would get UCX's fault handler with the
  * library, which prints a backtrace into the user's log for every crash
  * that the backend reports anyway. */
-#define NODE_ENV_OWN 6
+#define NODE_ENV_OWN 7
 static char **node_env(const native_image *im, uint32_t slot, uint32_t node,
                        uint32_t nodes)
 {
@@ -180,7 +181,9 @@ static char **node_env(const native_image *im, uint32_t slot, uint32_t node,
              asprintf(&own[3], "MESH_NODES=%u", nodes) >= 0 &&
              (own[4] = strdup("UCX_HANDLE_ERRORS=none")) != NULL &&
              (im->scratch_fd < 0 ||
-              asprintf(&own[5], "MESH_SCRATCH_FD=%d", NODE_FD_SCRATCH) >= 0);
+              asprintf(&own[5], "MESH_SCRATCH_FD=%d", NODE_FD_SCRATCH) >= 0) &&
+             (im->ends_fd < 0 ||
+              asprintf(&own[6], "MESH_ENDS_FD=%d", NODE_FD_ENDS) >= 0);
     if (!ok) {
         for (int i = 0; i < NODE_ENV_OWN; i++) {
             free(own[i]);
@@ -231,6 +234,9 @@ bool mesh_native_nodes_start(native_backend *nb, native_image *im,
     im->launched = true;
     im->crash_reported = false;
     nb->slots[slot] = im;
+    if (!mesh_native_ends_start(im, err)) {
+        return false;
+    }
     for (uint32_t i = 0; i < nodes; i++) {
         int page = -1;
         if (!mesh_native_words_make(slot, i, nodes, &page, &node[i].words,
@@ -247,7 +253,7 @@ bool mesh_native_nodes_start(native_backend *nb, native_image *im,
         mesh_child_spec spec = {
             .argv = im->argv,
             .envp = env,
-            .fds = {page, im->scratch_fd, im->exe_fd, -1},
+            .fds = {page, im->scratch_fd, im->exe_fd, im->ends_fd},
             .exec_fd = NODE_FD_EXE,
             .log = NULL,
             .stack_bytes = nb->stack_limit,

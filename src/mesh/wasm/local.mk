@@ -21,7 +21,8 @@ WASM_TEST_WAT = \
 	tests/wasm/programs/no_entry.wat \
 	tests/wasm/programs/quick.wat \
 	tests/wasm/programs/recurse.wat \
-	tests/wasm/programs/flash.wat
+	tests/wasm/programs/flash.wat \
+	tests/wasm/programs/ends.wat
 
 EXTRA_DIST += \
 	$(WASM_EXAMPLES_SRC) \
@@ -81,8 +82,9 @@ WASM_TEST_LDADD = src/mesh/wasm/libmeshwasm.la src/mesh/libmesh.la \
 	src/abi/libabi.la $(JANSSON_LIBS) $(XXHASH_LIBS) $(HWLOC_LIBS) \
 	$(CUNIT_LIBS) -ldl
 check_PROGRAMS += tests/wasm/test_wasm tests/wasm/test_wasm_faults \
-	tests/wasm/test_wasm_halt
+	tests/wasm/test_wasm_halt tests/wasm/test_wasm_ends
 TESTS += tests/wasm/test_wasm tests/wasm/test_wasm_faults \
+	tests/wasm/test_wasm_ends \
 	tests/wasm/test_wasm_halt tests/wasm/test_examples.sh \
 	tests/wasm/test_mesh_run.sh
 # Not test_wasm_faults and test_wasm_halt: valgrind reports their faults.
@@ -99,6 +101,12 @@ tests_wasm_test_wasm_faults_CPPFLAGS = $(WASM_TEST_CPPFLAGS)
 tests_wasm_test_wasm_faults_CFLAGS = $(RIG_CFLAGS)
 tests_wasm_test_wasm_faults_LDADD = $(WASM_TEST_LDADD)
 tests_wasm_test_wasm_faults_LDFLAGS = $(RIG_LDFLAGS)
+tests_wasm_test_wasm_ends_SOURCES = tests/wasm/test_wasm_ends.c \
+	tests/wasm/wasm_test_util.h tests/test_util.h
+tests_wasm_test_wasm_ends_CPPFLAGS = $(WASM_TEST_CPPFLAGS)
+tests_wasm_test_wasm_ends_CFLAGS = $(RIG_CFLAGS)
+tests_wasm_test_wasm_ends_LDADD = $(WASM_TEST_LDADD)
+tests_wasm_test_wasm_ends_LDFLAGS = $(RIG_LDFLAGS)
 tests_wasm_test_wasm_halt_SOURCES = tests/wasm/test_wasm_halt.c \
 	tests/wasm/wasm_test_util.h tests/test_util.h
 tests_wasm_test_wasm_halt_CPPFLAGS = $(WASM_TEST_CPPFLAGS)

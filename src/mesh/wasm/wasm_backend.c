@@ -31,6 +31,10 @@ typedef struct wasm_kernel {
     mesh_wasm_run *run;
     uint32_t slot;
     uint32_t abi;
+    /* The rail ends the host bound (copied at load, a reference each) and
+     * the same by input, as the imports find them. */
+    mesh_ends ends;
+    const mesh_end_binding *by_input[MESH_INPUTS];
 } wasm_kernel;
 
 static const mesh_kernel_ops kernel_ops;
@@ -73,6 +77,10 @@ static bool kernel_end(wasm_kernel *wk, char **err)
     }
     if (wk->scratch != NULL && !abandoned) {
         munmap(wk->scratch, wk->scratch_bytes);
+    }
+    /* An abandoned node may still use its ends: they stay, for good. */
+    if (!abandoned) {
+        mesh_ends_free(&wk->ends);
     }
     mesh_wasm_image_free(wk->img, abandoned);
     free(wk);
@@ -207,6 +215,16 @@ static bool b_load(const mesh_backend *b, mesh_prepared *p, mesh_kernel **out,
                             "backend");
     }
     wasm_kernel *wk = k->self;
+    mesh_ends_free(&wk->ends);
+    memset(wk->by_input, 0, sizeof(wk->by_input));
+    if (!mesh_ends_dup(&wk->ends, p->ends, err)) {
+        return false;
+    }
+    for (size_t i = 0; i < wk->ends.n; i++) {
+        if (wk->ends.b[i].input < MESH_INPUTS) {
+            wk->by_input[wk->ends.b[i].input] = &wk->ends.b[i];
+        }
+    }
     if (wk->scratch == NULL && wk->img->scratch_bytes > 0) {
         void *s = mmap(NULL, wk->img->scratch_bytes, PROT_READ | PROT_WRITE,
                        MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -281,6 +299,7 @@ static bool b_launch(const mesh_backend *b, const mesh_stream *st,
         .slot = slot,
         .scratch = wk->scratch,
         .scratch_bytes = wk->scratch_bytes,
+        .ends = wk->by_input,
     };
     if (!mesh_wasm_run_start(wb->pool, &job, nodes, &wk->run, err)) {
         return false;

@@ -296,6 +296,19 @@ static const mesh_wasm_host host = {
     .scratch_size = mesh_wasm_imp_scratch_size,
     .scratch_read = mesh_wasm_imp_scratch_read,
     .scratch_write = mesh_wasm_imp_scratch_write,
+    .end_bound = mesh_wasm_imp_end_bound,
+    .end_id = mesh_wasm_imp_end_id,
+    .end_peer = mesh_wasm_imp_end_peer,
+    .end_here = mesh_wasm_imp_end_here,
+    .end_bytes = mesh_wasm_imp_end_bytes,
+    .end_write = mesh_wasm_imp_end_write,
+    .end_read = mesh_wasm_imp_end_read,
+    .end_ready = mesh_wasm_imp_end_ready,
+    .end_wait_arrived = mesh_wasm_imp_end_wait_arrived,
+    .end_wait_sent = mesh_wasm_imp_end_wait_sent,
+    .end_arrived = mesh_wasm_imp_end_arrived,
+    .end_sent = mesh_wasm_imp_end_sent,
+    .end_find = mesh_wasm_imp_end_find,
 };
 
 const mesh_wasm_host *mesh_wasm_glue_host(void)

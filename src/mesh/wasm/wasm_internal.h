@@ -39,8 +39,8 @@
 
 /* Bump on any change of the structs below or of the glue's C text: it is
  * part of the cache key. */
-#define MESH_WASM_GLUE_ABI 1u
-#define MESH_WASM_MODULE_SYM "mesh_wasm_module_v1"
+#define MESH_WASM_GLUE_ABI 3u
+#define MESH_WASM_MODULE_SYM "mesh_wasm_module_v3"
 
 /* wasm_rt_memory_t as wasm-rt.h (wabt 1.0.32) lays it out. */
 typedef struct {
@@ -86,6 +86,22 @@ typedef struct {
     uint64_t (*scratch_size)(void *ctx);
     void (*scratch_read)(void *ctx, uint32_t dst, uint64_t off, uint32_t len);
     void (*scratch_write)(void *ctx, uint64_t off, uint32_t src, uint32_t len);
+    /* the mesh.end_* imports: a program's rail ends by input */
+    uint32_t (*end_bound)(void *ctx, uint32_t input);
+    uint64_t (*end_id)(void *ctx, uint32_t input);
+    uint32_t (*end_peer)(void *ctx, uint32_t input);
+    uint32_t (*end_here)(void *ctx, uint32_t input);
+    uint64_t (*end_bytes)(void *ctx, uint32_t input, uint32_t dir);
+    void (*end_write)(void *ctx, uint32_t input, uint32_t copy, uint64_t off,
+                      uint32_t src, uint32_t len);
+    void (*end_read)(void *ctx, uint32_t input, uint32_t copy, uint64_t off,
+                     uint32_t dst, uint32_t len);
+    void (*end_ready)(void *ctx, uint32_t input, uint64_t c);
+    uint32_t (*end_wait_arrived)(void *ctx, uint32_t input, uint64_t c);
+    uint32_t (*end_wait_sent)(void *ctx, uint32_t input, uint64_t c);
+    uint64_t (*end_arrived)(void *ctx, uint32_t input);
+    uint64_t (*end_sent)(void *ctx, uint32_t input);
+    uint32_t (*end_find)(void *ctx, uint64_t id);
 } mesh_wasm_host;
 
 /* What a compiled module gives the host. */
@@ -172,6 +188,21 @@ void mesh_wasm_imp_scratch_read(void *ctx, uint32_t dst, uint64_t off,
                                 uint32_t len);
 void mesh_wasm_imp_scratch_write(void *ctx, uint64_t off, uint32_t src,
                                  uint32_t len);
+uint32_t mesh_wasm_imp_end_bound(void *ctx, uint32_t input);
+uint64_t mesh_wasm_imp_end_id(void *ctx, uint32_t input);
+uint32_t mesh_wasm_imp_end_peer(void *ctx, uint32_t input);
+uint32_t mesh_wasm_imp_end_here(void *ctx, uint32_t input);
+uint64_t mesh_wasm_imp_end_bytes(void *ctx, uint32_t input, uint32_t dir);
+void mesh_wasm_imp_end_write(void *ctx, uint32_t input, uint32_t copy,
+                             uint64_t off, uint32_t src, uint32_t len);
+void mesh_wasm_imp_end_read(void *ctx, uint32_t input, uint32_t copy,
+                            uint64_t off, uint32_t dst, uint32_t len);
+void mesh_wasm_imp_end_ready(void *ctx, uint32_t input, uint64_t c);
+uint32_t mesh_wasm_imp_end_wait_arrived(void *ctx, uint32_t input, uint64_t c);
+uint32_t mesh_wasm_imp_end_wait_sent(void *ctx, uint32_t input, uint64_t c);
+uint64_t mesh_wasm_imp_end_arrived(void *ctx, uint32_t input);
+uint64_t mesh_wasm_imp_end_sent(void *ctx, uint32_t input);
+uint32_t mesh_wasm_imp_end_find(void *ctx, uint64_t id);
 
 /* The glue's host table (wasm_glue.c). */
 const mesh_wasm_host *mesh_wasm_glue_host(void);
@@ -234,6 +265,8 @@ typedef struct {
     uint32_t slot;
     uint8_t *scratch;
     uint64_t scratch_bytes;
+    /* The program's ends by input (NULL: unbound), the kernel's. */
+    const mesh_end_binding *const *ends;
 } mesh_wasm_job;
 
 /* Leases nodes lanes (the least loaded cores first) and starts one instance

@@ -180,6 +180,158 @@ void mesh_wasm_imp_scratch_write(void *ctx, uint64_t off, uint32_t src,
     memcpy(scr, mem, len);
 }
 
+/* ---- the ends' imports ------------------------------------------------- */
+
+/* Input's binding, or NULL when it has none here (or is past the
+ * inputs). */
+static const mesh_end_binding *end_or_null(wasm_node *n, uint32_t input)
+{
+    if (input >= MESH_INPUTS || n->run->job.ends == NULL) {
+        return NULL;
+    }
+    return n->run->job.ends[input];
+}
+
+/* Input's binding, or a trap: a program that uses an input it did not
+ * get bound is out of bounds. */
+static const mesh_end_binding *end_of(wasm_node *n, uint32_t input)
+{
+    const mesh_end_binding *b = end_or_null(n, input);
+    if (b == NULL) {
+        mesh_wasm_trap(MESH_WASM_TRAP_OOB);
+    }
+    return b;
+}
+
+uint32_t mesh_wasm_imp_end_bound(void *ctx, uint32_t input)
+{
+    return end_or_null(check(ctx), input) != NULL;
+}
+
+uint64_t mesh_wasm_imp_end_id(void *ctx, uint32_t input)
+{
+    const mesh_end_binding *b = end_or_null(check(ctx), input);
+    return b != NULL ? (uint64_t)b->id : UINT64_MAX;
+}
+
+uint32_t mesh_wasm_imp_end_peer(void *ctx, uint32_t input)
+{
+    const mesh_end_binding *b = end_or_null(check(ctx), input);
+    return b != NULL ? (uint32_t)b->peer : UINT32_MAX;
+}
+
+uint32_t mesh_wasm_imp_end_here(void *ctx, uint32_t input)
+{
+    const mesh_end_binding *b = end_or_null(check(ctx), input);
+    return b != NULL ? (uint32_t)b->here : UINT32_MAX;
+}
+
+uint64_t mesh_wasm_imp_end_bytes(void *ctx, uint32_t input, uint32_t dir)
+{
+    const mesh_end_binding *b = end_or_null(check(ctx), input);
+    if (b == NULL || dir > 1) {
+        return 0;
+    }
+    rig_area a = dir == 0 ? rig_end_outbound(b->end) : rig_end_inbound(b->end);
+    return a.len / 2;
+}
+
+uint32_t mesh_wasm_imp_end_find(void *ctx, uint64_t id)
+{
+    wasm_node *n = check(ctx);
+    for (uint32_t i = 0; i < MESH_INPUTS; i++) {
+        const mesh_end_binding *b = end_or_null(n, i);
+        if (b != NULL && (uint64_t)b->id == id) {
+            return i;
+        }
+    }
+    return UINT32_MAX;
+}
+
+/* Copy k of area a at [off, off + len), and linear memory at [at, at +
+ * len), or a trap. */
+static void end_ranges(rig_area a, uint32_t k, uint64_t off, uint32_t at,
+                       uint32_t len, uint8_t **end, uint8_t **mem)
+{
+    mesh_wasm_trap_state *ts = mesh_wasm_glue_lane();
+    uint64_t copy = a.len / 2;
+    if (ts == NULL || ts->mem == NULL || k > 1 ||
+        (uint64_t)at + len > ts->mem->size || off > copy || len > copy - off) {
+        mesh_wasm_trap(MESH_WASM_TRAP_OOB);
+    }
+    *end = a.base + k * copy + off;
+    *mem = ts->mem->data + at;
+}
+
+void mesh_wasm_imp_end_write(void *ctx, uint32_t input, uint32_t copy,
+                             uint64_t off, uint32_t src, uint32_t len)
+{
+    const mesh_end_binding *b = end_of(check(ctx), input);
+    uint8_t *e, *m;
+    end_ranges(rig_end_outbound(b->end), copy, off, src, len, &e, &m);
+    memcpy(e, m, len);
+}
+
+void mesh_wasm_imp_end_read(void *ctx, uint32_t input, uint32_t copy,
+                            uint64_t off, uint32_t dst, uint32_t len)
+{
+    const mesh_end_binding *b = end_of(check(ctx), input);
+    uint8_t *e, *m;
+    end_ranges(rig_end_inbound(b->end), copy, off, dst, len, &e, &m);
+    memcpy(m, e, len);
+}
+
+void mesh_wasm_imp_end_ready(void *ctx, uint32_t input, uint64_t c)
+{
+    const mesh_end_binding *b = end_of(check(ctx), input);
+    /* rig_end_ready ignores (and logs once) a count out of range. */
+    rig_end_ready(b->end, c);
+}
+
+/* Waits in slices, so that a halt (or the host's end of the node) is seen
+ * within one: 1 reached, 0 failed or halted. */
+static uint32_t end_wait(void *ctx, uint32_t input, uint64_t c, bool arrived)
+{
+    wasm_node *n = check(ctx);
+    const mesh_end_binding *b = end_of(n, input);
+    for (;;) {
+        bool timed_out = false;
+        bool ok = arrived ? rig_end_wait_arrived_for(b->end, c, 10, &timed_out)
+                          : rig_end_wait_sent_for(b->end, c, 10, &timed_out);
+        if (ok) {
+            return 1;
+        }
+        if (!timed_out) {
+            return 0; /* failed */
+        }
+        check(ctx);
+        if (atomic_load_explicit(&n->run->job.words->halt,
+                                 memory_order_acquire) != 0) {
+            return 0;
+        }
+    }
+}
+
+uint32_t mesh_wasm_imp_end_wait_arrived(void *ctx, uint32_t input, uint64_t c)
+{
+    return end_wait(ctx, input, c, true);
+}
+
+uint32_t mesh_wasm_imp_end_wait_sent(void *ctx, uint32_t input, uint64_t c)
+{
+    return end_wait(ctx, input, c, false);
+}
+
+uint64_t mesh_wasm_imp_end_arrived(void *ctx, uint32_t input)
+{
+    return rig_end_arrived(end_of(check(ctx), input)->end);
+}
+
+uint64_t mesh_wasm_imp_end_sent(void *ctx, uint32_t input)
+{
+    return rig_end_sent(end_of(check(ctx), input)->end);
+}
+
 /* ---- running a node --------------------------------------------------- */
 
 static void run_node(wasm_lane *lane, wasm_node *node)

@@ -26,11 +26,29 @@ typedef struct {
 
 /* mesh/wasm.h's functions, as value-type strings ('i' i32, 'I' i64). */
 static const host_import host_imports[] = {
-    {"online", "", ""},          {"slot", "", "i"},
-    {"node", "", "i"},           {"nodes", "", "i"},
-    {"halted", "", "i"},         {"point", "iI", "i"},
-    {"fail", "i", ""},           {"scratch_size", "", "I"},
-    {"scratch_read", "iIi", ""}, {"scratch_write", "Iii", ""},
+    {"online", "", ""},
+    {"slot", "", "i"},
+    {"node", "", "i"},
+    {"nodes", "", "i"},
+    {"halted", "", "i"},
+    {"point", "iI", "i"},
+    {"fail", "i", ""},
+    {"scratch_size", "", "I"},
+    {"scratch_read", "iIi", ""},
+    {"scratch_write", "Iii", ""},
+    {"end_bound", "i", "i"},
+    {"end_id", "i", "I"},
+    {"end_peer", "i", "i"},
+    {"end_here", "i", "i"},
+    {"end_bytes", "ii", "I"},
+    {"end_write", "iiIii", ""},
+    {"end_read", "iiIii", ""},
+    {"end_ready", "iI", ""},
+    {"end_wait_arrived", "iI", "i"},
+    {"end_wait_sent", "iI", "i"},
+    {"end_find", "I", "i"},
+    {"end_arrived", "i", "I"},
+    {"end_sent", "i", "I"},
 };
 
 typedef struct {

@@ -1,0 +1,480 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* 2-D heat diffusion over the controller's rails, checked against a serial
+ * computation and timed against the same stencil in plain MPI.
+ *
+ *   mpirun -np 4 stencil [--steps 1000] [--rows 386] [--cols 512]
+ *                        [--executor native|wasm] [--repeat 3]
+ *                        [--programs DIR] [--no-mpi]
+ *
+ * Rank 0 is the controller, every other rank an agent (rig/remote.h).
+ * The controller makes a halo rail between each pair of neighbouring
+ * agents and a result rail from each agent to its own machine, loads one
+ * stencil program (stencil_node.c, or the wasm module of stencil_wasm.c)
+ * onto every agent with its inputs bound to those rails, and launches it:
+ * the programs exchange halos for --steps steps with no controller
+ * involvement; the controller then reads every block from the result
+ * rails and checks the grid bit for bit against its own serial
+ * computation.  Then every rank runs the same stencil as a plain MPI code
+ * (MPI_Isend/MPI_Irecv halos between ranks 1..N-1, the same blocks, rank 0
+ * handing out the start and gathering the rows), checked the same way.
+ * Each is timed by rank 0, start handed out to last row in, --repeat
+ * times; the medians are printed:
+ *
+ *   stencil ok: native, 3 blocks of a 386 x 512 grid, 1000 steps:
+ *   rails 123.4 us/step, MPI 130.2 us/step (0.95x MPI's)
+ *
+ * Exit status 0 when every grid matched, 1 otherwise. */
+#include "stencil_kernel.h"
+
+#include <rig/remote.h>
+
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#ifndef STENCIL_PROGRAMS
+#define STENCIL_PROGRAMS "examples/remote/programs"
+#endif
+
+#define TAG_PARAMS 501
+#define TAG_ROWS 502
+#define TAG_NORTH 503
+#define TAG_SOUTH 504
+
+typedef struct {
+    uint32_t steps, rows, cols, repeat;
+    const char *executor, *programs;
+    bool mpi;
+} options;
+
+static int me, size;
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static void die(const char *what, char *err)
+{
+    fprintf(stderr, "stencil: rank %d: %s: %s\n", me, what,
+            err != NULL ? err : "?");
+    free(err);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+    exit(1);
+}
+
+static bool parse(int argc, char **argv, options *o)
+{
+    *o = (options){.steps = 1000,
+                   .rows = 386,
+                   .cols = 512,
+                   .repeat = 3,
+                   .executor = "native",
+                   .programs = STENCIL_PROGRAMS,
+                   .mpi = true};
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (strcmp(a, "--no-mpi") == 0) {
+            o->mpi = false;
+            continue;
+        }
+        if (v == NULL) {
+            return false;
+        }
+        i++;
+        if (strcmp(a, "--steps") == 0) {
+            o->steps = (uint32_t)strtoul(v, NULL, 10);
+        } else if (strcmp(a, "--rows") == 0) {
+            o->rows = (uint32_t)strtoul(v, NULL, 10);
+        } else if (strcmp(a, "--cols") == 0) {
+            o->cols = (uint32_t)strtoul(v, NULL, 10);
+        } else if (strcmp(a, "--repeat") == 0) {
+            o->repeat = (uint32_t)strtoul(v, NULL, 10);
+        } else if (strcmp(a, "--executor") == 0) {
+            o->executor = v;
+        } else if (strcmp(a, "--programs") == 0) {
+            o->programs = v;
+        } else {
+            return false;
+        }
+    }
+    return o->steps > 0 && o->cols >= 3 && o->repeat > 0 && o->repeat < 1000 &&
+           (strcmp(o->executor, "native") == 0 ||
+            strcmp(o->executor, "wasm") == 0);
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double median(double *v, uint32_t n)
+{
+    qsort(v, n, sizeof(*v), cmp_double);
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+/* The serial computation: the interior after steps steps. */
+static double *serial(const options *o)
+{
+    size_t cells = (size_t)o->rows * o->cols;
+    double *a = malloc(cells * sizeof(double));
+    double *b = malloc(cells * sizeof(double));
+    if (a == NULL || b == NULL) {
+        die("serial grid", strdup("nomem"));
+    }
+    stencil_fill(a, 1, o->rows - 2, o->rows, o->cols);
+    memcpy(b, a, cells * sizeof(double));
+    for (uint32_t s = 0; s < o->steps; s++) {
+        stencil_step(a, b, o->rows - 2, o->cols);
+        double *t = a;
+        a = b;
+        b = t;
+    }
+    free(b);
+    return a;
+}
+
+/* Rows [row0, row0 + n) of got against the serial grid: the first
+ * differing point, or -1. */
+static long differs(const double *ref, const options *o, uint32_t row0,
+                    uint32_t n, const double *got)
+{
+    const double *want = ref + (size_t)row0 * o->cols;
+    if (memcmp(want, got, (size_t)n * o->cols * sizeof(double)) == 0) {
+        return -1;
+    }
+    for (size_t i = 0; i < (size_t)n * o->cols; i++) {
+        if (memcmp(&want[i], &got[i], sizeof(double)) != 0) {
+            return (long)i;
+        }
+    }
+    return -1;
+}
+
+/* ---- over rails ------------------------------------------------------------
+ */
+
+/* The controller's runs: medians of us/step into *us; false when a grid
+ * differed. */
+static bool controller(rig_remote *rm, const options *o, const double *ref,
+                       double *us)
+{
+    char *err = NULL;
+    uint32_t agents = (uint32_t)size - 1;
+    uint32_t exec = strcmp(o->executor, "wasm") == 0 ? MESH_BACKEND_WASM
+                                                     : MESH_BACKEND_NATIVE;
+    for (uint32_t k = 1; k <= agents; k++) {
+        const rig_remote_machine *m = rig_remote_machine_of(rm, (int)k);
+        if (!m->executors[exec].runs) {
+            fprintf(stderr, "stencil: machine %s does not run %s: %s\n",
+                    m->name, o->executor, m->executors[exec].why);
+            return false;
+        }
+    }
+    size_t row_bytes = (size_t)o->cols * sizeof(double);
+    rig_transfer halo = {0, 0, (int64_t)row_bytes};
+    rig_transfer params = {0, 0, sizeof(stencil_params)};
+    rig_rail **halos = calloc(agents, sizeof(*halos));
+    rig_rail **results = calloc(agents + 1, sizeof(*results));
+    rig_remote_end *ends = calloc(3 * agents, sizeof(*ends));
+    uint32_t *row0 = calloc(agents + 1, sizeof(*row0));
+    uint32_t *n = calloc(agents + 1, sizeof(*n));
+    double *times = calloc(o->repeat, sizeof(*times));
+    if (halos == NULL || results == NULL || ends == NULL || row0 == NULL ||
+        n == NULL || times == NULL) {
+        die("the controller's tables", strdup("nomem"));
+    }
+    size_t nends = 0;
+    for (uint32_t k = 1; k <= agents; k++) {
+        stencil_block(o->rows, agents, k - 1, &row0[k], &n[k]);
+        if (k < agents && !rig_host_rail(rig_remote_host(rm, (int)k),
+                                         rig_remote_host(rm, (int)k + 1), &halo,
+                                         1, &halo, 1, &halos[k], &err)) {
+            die("a halo rail", err);
+        }
+        /* The block's rows go to the controller, the params come back. */
+        rig_transfer rows = {0, 0, (int64_t)(n[k] * row_bytes)};
+        if (!rig_host_rail(rig_remote_host(rm, (int)k), NULL, &rows, 1, &params,
+                           1, &results[k], &err)) {
+            die("a result rail", err);
+        }
+        if (k > 1) {
+            ends[nends++] =
+                (rig_remote_end){(int)k, STENCIL_NORTH, halos[k - 1]};
+        }
+        if (k < agents) {
+            ends[nends++] = (rig_remote_end){(int)k, STENCIL_SOUTH, halos[k]};
+        }
+        ends[nends++] = (rig_remote_end){(int)k, STENCIL_RESULT, results[k]};
+    }
+    int64_t prog = 0;
+    const char *name = exec == MESH_BACKEND_WASM ? "stencil_wasm" : "stencil";
+    if (!rig_remote_load_catalog_ends(rm, o->programs, name, NULL, 0, ends,
+                                      nends, &prog, &err)) {
+        die("loading the stencil", err);
+    }
+    bool same = true;
+    for (uint32_t rep = 0; rep < o->repeat; rep++) {
+        if (!rig_remote_launch(rm, prog, 1, &err)) {
+            die("launching the stencil", err);
+        }
+        /* Every program is online and waits for its parameters. */
+        uint64_t t0 = now_ns();
+        for (uint32_t k = 1; k <= agents; k++) {
+            rig_end *e = rig_rail_local(results[k]);
+            stencil_params p = {.magic = STENCIL_MAGIC,
+                                .rows = o->rows,
+                                .cols = o->cols,
+                                .steps = o->steps,
+                                .row0 = row0[k],
+                                .nrows = n[k],
+                                .launch = rep,
+                                .base = (uint64_t)rep * o->steps};
+            memcpy(rig_area_copy(rig_end_outbound(e), rep % 2).base, &p,
+                   sizeof(p));
+            rig_end_ready(e, rep + 1);
+        }
+        for (uint32_t k = 1; k <= agents; k++) {
+            if (!rig_end_wait_arrived(rig_rail_local(results[k]), rep + 1)) {
+                die("waiting for a block", strdup("failed: the rail failed"));
+            }
+        }
+        times[rep] = (double)(now_ns() - t0) / 1e3 / o->steps;
+        for (uint32_t k = 1; k <= agents; k++) {
+            rig_area in = rig_area_copy(
+                rig_end_inbound(rig_rail_local(results[k])), rep % 2);
+            long at = differs(ref, o, row0[k], n[k], (const double *)in.base);
+            if (at >= 0) {
+                fprintf(stderr,
+                        "stencil: rails, launch %u: block %u differs from "
+                        "the serial grid at row %lu, column %lu\n",
+                        rep, k, row0[k] + (unsigned long)at / o->cols,
+                        (unsigned long)at % o->cols);
+                same = false;
+            }
+        }
+        if (!rig_remote_wait(rm, prog, 60000, &err) ||
+            !rig_remote_halt(rm, prog, &err)) {
+            die("the stencil's end", err);
+        }
+    }
+    if (!rig_remote_unload(rm, prog, &err)) {
+        die("unloading the stencil", err);
+    }
+    for (uint32_t k = 1; k <= agents; k++) {
+        if (k < agents) {
+            rig_rail_release(halos[k]);
+        }
+        rig_rail_release(results[k]);
+    }
+    *us = median(times, o->repeat);
+    free(halos);
+    free(results);
+    free(ends);
+    free(row0);
+    free(n);
+    free(times);
+    return same;
+}
+
+/* ---- in plain MPI ---------------------------------------------------------
+ */
+
+/* Rank k >= 1: one run of its block, halos with ranks k - 1 and k + 1 of
+ * the agents' communicator (ranks 1.. of the world as 0..). */
+static void mpi_block(MPI_Comm work, const options *o)
+{
+    stencil_params p;
+    MPI_Recv(&p, (int)sizeof(p), MPI_BYTE, 0, TAG_PARAMS, MPI_COMM_WORLD,
+             MPI_STATUS_IGNORE);
+    int k, blocks;
+    MPI_Comm_rank(work, &k);
+    MPI_Comm_size(work, &blocks);
+    size_t cols = o->cols, n = p.nrows;
+    double *a = malloc((n + 2) * cols * sizeof(double));
+    double *b = malloc((n + 2) * cols * sizeof(double));
+    if (a == NULL || b == NULL) {
+        die("an MPI block", strdup("nomem"));
+    }
+    stencil_fill(a, p.row0, p.nrows, o->rows, o->cols);
+    memcpy(b, a, (n + 2) * cols * sizeof(double));
+    int up = k > 0 ? k - 1 : MPI_PROC_NULL;
+    int down = k + 1 < blocks ? k + 1 : MPI_PROC_NULL;
+    for (uint32_t s = 0; s < o->steps; s++) {
+        MPI_Request r[4];
+        MPI_Irecv(a, (int)cols, MPI_DOUBLE, up, TAG_SOUTH, work, &r[0]);
+        MPI_Irecv(a + (n + 1) * cols, (int)cols, MPI_DOUBLE, down, TAG_NORTH,
+                  work, &r[1]);
+        MPI_Isend(a + cols, (int)cols, MPI_DOUBLE, up, TAG_NORTH, work, &r[2]);
+        MPI_Isend(a + n * cols, (int)cols, MPI_DOUBLE, down, TAG_SOUTH, work,
+                  &r[3]);
+        MPI_Waitall(4, r, MPI_STATUSES_IGNORE);
+        stencil_step(a, b, p.nrows, o->cols);
+        double *t = a;
+        a = b;
+        b = t;
+    }
+    MPI_Send(a + cols, (int)(n * cols), MPI_DOUBLE, 0, TAG_ROWS,
+             MPI_COMM_WORLD);
+    free(a);
+    free(b);
+}
+
+/* Waits for reqs as the controller waits for its rails: a test, then
+ * short naps. */
+static void wait_all(int n, MPI_Request *reqs)
+{
+    int flag = 0;
+    for (uint32_t spins = 0;; spins++) {
+        MPI_Testall(n, reqs, &flag, MPI_STATUSES_IGNORE);
+        if (flag) {
+            return;
+        }
+        if (spins > 4096) {
+            struct timespec ts = {0, 50000};
+            nanosleep(&ts, NULL);
+        }
+    }
+}
+
+/* Rank 0 of the MPI runs: medians into *us; false when a grid differed. */
+static bool mpi_root(const options *o, const double *ref, double *us)
+{
+    uint32_t blocks = (uint32_t)size - 1;
+    double *times = calloc(o->repeat, sizeof(*times));
+    stencil_params *p = calloc(blocks, sizeof(*p));
+    double **rows = calloc(blocks, sizeof(*rows));
+    MPI_Request *reqs = calloc(2 * (size_t)blocks, sizeof(*reqs));
+    if (times == NULL || p == NULL || rows == NULL || reqs == NULL) {
+        die("the MPI runs", strdup("nomem"));
+    }
+    bool same = true;
+    for (uint32_t k = 0; k < blocks; k++) {
+        stencil_block(o->rows, blocks, k, &p[k].row0, &p[k].nrows);
+        p[k].magic = STENCIL_MAGIC;
+        rows[k] = malloc((size_t)p[k].nrows * o->cols * sizeof(double));
+        if (rows[k] == NULL) {
+            die("the MPI runs", strdup("nomem"));
+        }
+    }
+    for (uint32_t rep = 0; rep < o->repeat; rep++) {
+        MPI_Barrier(MPI_COMM_WORLD);
+        uint64_t t0 = now_ns();
+        for (uint32_t k = 0; k < blocks; k++) {
+            MPI_Irecv(rows[k], (int)(p[k].nrows * o->cols), MPI_DOUBLE,
+                      (int)k + 1, TAG_ROWS, MPI_COMM_WORLD, &reqs[k]);
+            MPI_Isend(&p[k], (int)sizeof(p[k]), MPI_BYTE, (int)k + 1,
+                      TAG_PARAMS, MPI_COMM_WORLD, &reqs[blocks + k]);
+        }
+        wait_all(2 * (int)blocks, reqs);
+        times[rep] = (double)(now_ns() - t0) / 1e3 / o->steps;
+        for (uint32_t k = 0; k < blocks; k++) {
+            long at = differs(ref, o, p[k].row0, p[k].nrows, rows[k]);
+            if (at >= 0) {
+                fprintf(stderr,
+                        "stencil: MPI, run %u: block %u differs from the "
+                        "serial grid at row %lu, column %lu\n",
+                        rep, k + 1, p[k].row0 + (unsigned long)at / o->cols,
+                        (unsigned long)at % o->cols);
+                same = false;
+            }
+        }
+    }
+    *us = median(times, o->repeat);
+    for (uint32_t k = 0; k < blocks; k++) {
+        free(rows[k]);
+    }
+    free(rows);
+    free(p);
+    free(reqs);
+    free(times);
+    return same;
+}
+
+int main(int argc, char **argv)
+{
+    int provided = 0;
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_SERIALIZED, &provided);
+    MPI_Comm_rank(MPI_COMM_WORLD, &me);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    options o;
+    if (!parse(argc, argv, &o)) {
+        if (me == 0) {
+            fprintf(stderr,
+                    "usage: stencil [--steps N] [--rows R] [--cols C] "
+                    "[--executor native|wasm] [--repeat K] [--programs DIR] "
+                    "[--no-mpi]\n");
+        }
+        MPI_Finalize();
+        return 2;
+    }
+    if (size < 2 || o.rows < (uint32_t)size + 1) {
+        if (me == 0) {
+            fprintf(stderr,
+                    "stencil: needs 2 ranks or more, and a grid of at least "
+                    "one interior row per agent\n");
+        }
+        MPI_Finalize();
+        return 2;
+    }
+    char *err = NULL;
+    rig_job *job = NULL;
+    rig_remote *rm = NULL;
+    if (!rig_job_open(MPI_COMM_WORLD, NULL, &job, &err)) {
+        die("rig_job_open", err);
+    }
+    if (!rig_remote_open(job, MPI_COMM_WORLD, NULL, &rm, &err)) {
+        die("rig_remote_open", err);
+    }
+    bool same = true;
+    double rails_us = 0, mpi_us = 0;
+    double *ref = NULL;
+    if (me == 0) {
+        ref = serial(&o);
+        same = controller(rm, &o, ref, &rails_us);
+    } else if (!rig_remote_serve(rm, &err)) {
+        die("serving the controller", err);
+    }
+    rig_remote_close(rm);
+    if (o.mpi) {
+        MPI_Comm work;
+        MPI_Comm_split(MPI_COMM_WORLD, me > 0 ? 1 : MPI_UNDEFINED, me, &work);
+        if (me == 0) {
+            same = mpi_root(&o, ref, &mpi_us) && same;
+        } else {
+            for (uint32_t rep = 0; rep < o.repeat; rep++) {
+                MPI_Barrier(MPI_COMM_WORLD);
+                mpi_block(work, &o);
+            }
+            MPI_Comm_free(&work);
+        }
+    }
+    int ok = same ? 1 : 0;
+    MPI_Bcast(&ok, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    if (me == 0) {
+        if (ok && o.mpi) {
+            printf("stencil ok: %s, %d blocks of a %u x %u grid, %u steps: "
+                   "rails %.2f us/step, MPI %.2f us/step (%.2fx MPI's; "
+                   "medians of %u)\n",
+                   o.executor, size - 1, o.rows, o.cols, o.steps, rails_us,
+                   mpi_us, rails_us / mpi_us, o.repeat);
+        } else if (ok) {
+            printf("stencil ok: %s, %d blocks of a %u x %u grid, %u steps: "
+                   "rails %.2f us/step (median of %u)\n",
+                   o.executor, size - 1, o.rows, o.cols, o.steps, rails_us,
+                   o.repeat);
+        } else {
+            printf("stencil FAILED: a grid differs from the serial one\n");
+        }
+    }
+    free(ref);
+    rig_job_close(job);
+    MPI_Finalize();
+    return ok ? 0 : 1;
+}
