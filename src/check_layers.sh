@@ -33,7 +33,7 @@ bld=$top_builddir/src
 # include (prefixes of include/).  A layer is a folder of src/ (mesh/ and
 # remote/ with their subfolders); rail/* is every transport's folder, the
 # first rule that matches a layer is its rule.
-abi_h='rig/api.h rig/remote_abi.h rig/settings.h rig/provider.h'
+abi_h='rig/api.h rig/remote_abi.h rig/settings.h rig/provider.h rig/wait.h'
 rules="
 util|-|libc|-|-
 abi|util|libc|-|$abi_h
