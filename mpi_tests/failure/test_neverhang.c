@@ -117,6 +117,9 @@ static void exchange(uint64_t run)
 static uint64_t announce(int victim, uint64_t delay_ns)
 {
     uint64_t t = 0;
+    /* The death is timed from when every rank got here: under load the
+     * others may take longer than delay_ns to reach this point. */
+    MPI_Barrier(MPI_COMM_WORLD);
     if (me == victim) {
         t = now_ns() + delay_ns;
         for (int r = 0; r < size; r++) {

@@ -127,6 +127,9 @@ void rig_window_detach(rig_window *w, void *base)
 
 void rig_window_end(rig_window *w, bool all)
 {
+    if (w == NULL) {
+        return; /* a job whose open failed before its window was made */
+    }
     rig_lock(&w->lock, RIG_WINDOW_LOCK_LEVEL);
     bool ended = w->ended;
     w->ended = true;
