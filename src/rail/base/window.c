@@ -15,6 +15,8 @@ struct rig_window {
     MPI_Win win;
     pthread_mutex_t lock; /* attached, limit; RIG_WINDOW_LOCK_LEVEL */
     uint64_t attached;    /* regions attached now */
+    void **bases;         /* their bases (attached of them), to detach */
+    size_t cap;           /* room in bases */
     uint64_t limit;       /* the most it may hold */
     bool ended;           /* the MPI window is freed or abandoned */
 };
@@ -84,11 +86,20 @@ bool rig_window_attach(rig_window *w, void *base, size_t len)
 {
     rig_lock(&w->lock, RIG_WINDOW_LOCK_LEVEL);
     bool room = !w->ended && w->attached < w->limit;
+    if (room && w->attached == w->cap) {
+        size_t c = w->cap > 0 ? 2 * w->cap : 64;
+        void **b = realloc(w->bases, c * sizeof(*b));
+        if (b != NULL) {
+            w->bases = b;
+            w->cap = c;
+        }
+        room = b != NULL;
+    }
     int rc = MPI_SUCCESS;
     if (room) {
         rc = MPI_Win_attach(w->win, base, (MPI_Aint)len);
         if (rc == MPI_SUCCESS) {
-            w->attached++;
+            w->bases[w->attached++] = base;
         } else {
             w->limit = w->attached; /* never again */
         }
@@ -118,9 +129,12 @@ bool rig_window_attach(rig_window *w, void *base, size_t len)
 void rig_window_detach(rig_window *w, void *base)
 {
     rig_lock(&w->lock, RIG_WINDOW_LOCK_LEVEL);
-    if (!w->ended) {
-        MPI_Win_detach(w->win, base);
-        w->attached--;
+    for (size_t i = 0; !w->ended && i < w->attached; i++) {
+        if (w->bases[i] == base) {
+            MPI_Win_detach(w->win, base);
+            w->bases[i] = w->bases[--w->attached];
+            break;
+        }
     }
     rig_unlock(&w->lock, RIG_WINDOW_LOCK_LEVEL);
 }
@@ -132,6 +146,13 @@ void rig_window_end(rig_window *w, bool all)
     }
     rig_lock(&w->lock, RIG_WINDOW_LOCK_LEVEL);
     bool ended = w->ended;
+    /* Detach everything now (a local call): ends may be freed after
+     * this, and osc ucx's MPI_Win_free at MPI_Finalize unmaps whatever is
+     * still attached -- freed memory by then. */
+    for (size_t i = 0; !ended && i < w->attached; i++) {
+        MPI_Win_detach(w->win, w->bases[i]);
+    }
+    w->attached = 0;
     w->ended = true;
     rig_unlock(&w->lock, RIG_WINDOW_LOCK_LEVEL);
     if (!ended && all) {
@@ -146,5 +167,6 @@ void rig_window_close(rig_window *w, bool all)
     }
     rig_window_end(w, all);
     pthread_mutex_destroy(&w->lock);
+    free(w->bases);
     free(w);
 }

@@ -43,7 +43,8 @@ void rig_window_detach(rig_window *w, void *base);
 /* Ends the MPI window: when all (every rank of the job reached close) its
  * MPI_Win_free waits for MPI_Finalize (finalize.h: a collective after the
  * closing barrier would block for good on a rank that died in between;
- * the free detaches what is still attached), else the MPI window is
+ * what is still attached is detached here, since ends may be freed
+ * before it), else the MPI window is
  * abandoned (a rank left the job and would never join the collective).
  * Attach and detach do nothing afterwards.  Once only. */
 void rig_window_end(rig_window *w, bool all);
