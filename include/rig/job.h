@@ -8,10 +8,11 @@
  * carries its rails (RIG_TRANSPORT below; each is a provider of rails in
  * the sense of rig/provider.h, behind one ops table inside rig), and one
  * dynamic MPI window through which every end of the job is also reachable
- * by MPI RMA (freed at MPI_Finalize, see rig_job_close).  The UCX transport has one UCX context and worker per
- * process, their addresses exchanged at open, and one progress thread that
- * sleeps when nothing is outstanding.  Every rank of the communicator is a
- * *machine* of the job and has a host record (rig_job_host).
+ * by MPI RMA (freed at MPI_Finalize, see rig_job_close).  The UCX transport has
+ * one UCX context and worker per process, their addresses exchanged at open,
+ * and one progress thread that sleeps when nothing is outstanding.  Every rank
+ * of the communicator is a *machine* of the job and has a host record
+ * (rig_job_host).
  *
  * A *rail* (rig/remote_abi.h) between two ranks is made by both calling
  * rig_job_rail naming each other; the send list of one must equal the
