@@ -21,6 +21,7 @@ REMOTE_TEST_FILES = \
 	mpi_tests/remote/rails_np3.mpi \
 	mpi_tests/remote/rails_np4.mpi \
 	mpi_tests/remote/rails_crash_np3.mpi \
+	mpi_tests/remote/rails_crash_ctl_np3.mpi \
 	mpi_tests/remote/rails_kill_np3.mpi \
 	mpi_tests/remote/rails_kill_make_np3.mpi \
 	mpi_tests/remote/rails_puts_np3.mpi \
