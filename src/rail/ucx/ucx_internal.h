@@ -65,6 +65,7 @@ typedef struct {
     uint8_t *base;
     size_t len;
     bool cuda;  /* registered with cuMemHostRegister by rig (not UCX) */
+    bool own;   /* a System V segment of rig's, registered (shmdt) */
     void *rkey; /* packed rkey (ucp_rkey_buffer_release) */
     size_t rkey_len;
 } rig_endmem;
