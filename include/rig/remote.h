@@ -181,9 +181,15 @@ RIG_API void rig_remote_options_init(rig_remote_options *opt);
  * makes the records.  A rank of one is a controller without machines.
  * Either every rank succeeds or every rank fails (naming its own cause or
  * "failed: rank N could not open: ..."), unless the job fails meanwhile:
- * then each returns "failed: " within 2 s.  Errors: "invalid:" for a NULL
- * job or out, MPI_COMM_NULL, a comm whose ranks are not the job's, a bad
- * option or setting; "failed:" for a failed job; "system:", "nomem:".  An
+ * then each returns "failed: " within 2 s.  A bad argument on some ranks
+ * only (a NULL job or out, a bad option or setting, a comm rank that is
+ * not the job rank) is agreed on in the first gather, so the others are
+ * never left waiting; only a rank whose comm is MPI_COMM_NULL or of
+ * another size than the job's cannot join comm's collectives and answers
+ * at once alone (comm must be the same on every rank).  Errors:
+ * "invalid:" for a NULL job or out, MPI_COMM_NULL, a comm whose ranks are
+ * not the job's, a bad option or setting; "failed:" for a failed job or
+ * another rank's error; "system:", "nomem:".  An
  * executor that does not open is no error: the machine's description says
  * why.  *out is released with rig_remote_close, before rig_job_close. */
 RIG_API bool rig_remote_open(rig_job *job, MPI_Comm comm,
