@@ -85,10 +85,23 @@ static bool own_segment(rig_ucx *u, size_t len, ucp_mem_h *memh, void **out,
     return true;
 }
 
+static bool endmem_finish(rig_ucx *u, size_t len, ucp_mem_h memh, uint8_t *base,
+                          bool own, rig_endmem *m, char **err);
+
 bool rig_endmem_alloc(rig_ucx *u, size_t len, rig_endmem *m, char **err)
 {
     uint8_t *base = NULL;
     bool own = false;
+    /* UCX picks its allocator from the context: once known, no look at
+     * /proc/self/maps per end. */
+    if (u->alloc_sysv < 0) {
+        ucp_mem_h mh = NULL;
+        void *seg = NULL;
+        if (!own_segment(u, len, &mh, &seg, err)) {
+            return false;
+        }
+        return endmem_finish(u, len, mh, seg, true, m, err);
+    }
     ucp_mem_map_params_t p = {
         .field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS |
                       UCP_MEM_MAP_PARAM_FIELD_LENGTH |
@@ -121,7 +134,10 @@ bool rig_endmem_alloc(rig_ucx *u, size_t len, rig_endmem *m, char **err)
         goto err_unmap;
     }
     base = a.address;
-    if (!in_sysv(base)) {
+    if (u->alloc_sysv == 0) {
+        u->alloc_sysv = in_sysv(base) ? 1 : -1;
+    }
+    if (u->alloc_sysv < 0) {
         ucp_mem_unmap(u->context, memh);
         void *seg = NULL;
         if (!own_segment(u, len, &memh, &seg, err)) {
@@ -130,6 +146,19 @@ bool rig_endmem_alloc(rig_ucx *u, size_t len, rig_endmem *m, char **err)
         base = seg;
         own = true;
     }
+    return endmem_finish(u, len, memh, base, own, m, err);
+
+err_unmap:
+    ucp_mem_unmap(u->context, memh);
+    return false;
+}
+
+/* Binds, zeroes, registers with CUDA and packs the rkey of the len bytes
+ * at base (memh; own: rig's segment); undoes all of it on failure. */
+static bool endmem_finish(rig_ucx *u, size_t len, ucp_mem_h memh, uint8_t *base,
+                          bool own, rig_endmem *m, char **err)
+{
+    ucs_status_t st;
     if (u->nodeset != NULL &&
         hwloc_set_area_membind(
             u->topo, base, len, u->nodeset, HWLOC_MEMBIND_BIND,

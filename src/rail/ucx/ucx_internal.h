@@ -167,6 +167,9 @@ struct rig_ucx {
     hwloc_topology_t topo;
     hwloc_nodeset_t nodeset; /* NULL: not bound */
     rig_cuda *cuda;
+    /* Whether UCX's own allocations are System V segments (memory.c):
+     * 0 not known yet, 1 yes, -1 no (then rig makes them).  Worker lock. */
+    int alloc_sysv;
 
     /* Ends, under list_lock. */
     pthread_mutex_t list_lock;
