@@ -36,7 +36,8 @@ RAIL_MANIFESTS = \
 	mpi_tests/remote/manifests/rswap.json \
 	mpi_tests/remote/manifests/rswap_long.json \
 	mpi_tests/remote/manifests/rswap_forever.json \
-	mpi_tests/remote/manifests/rcrash_rail.json
+	mpi_tests/remote/manifests/rcrash_rail.json \
+	mpi_tests/remote/manifests/rstrict.json
 REMOTE_MANIFESTS = \
 	mpi_tests/remote/manifests/rsum.json \
 	mpi_tests/remote/manifests/rspin.json \

@@ -9,6 +9,7 @@
  *             programs on both, and one between an agent and the
  *             controller's machine driven by a program and the
  *             controller, bytes checked bit for bit and counts exact;
+ *             a native node's ready makes no system call (seccomp);
  *             lifetimes (a program keeps its end after the controller's
  *             rail is released; unload gives it back); load refusals;
  *             rails made from three controller threads at once
@@ -241,6 +242,60 @@ static void test_controller(void)
     T_OK(rig_remote_unload(rm, p, &t_err));
     rig_rail_release(r);
     printf("ok: a program on agent %d and the controller swap 300 runs\n", a);
+}
+
+/* The native fast path makes no system call: rstrict's node readies 100
+ * runs to the controller's end from a child under seccomp's strict mode
+ * (rail_prog.c), which any system call but read, write and exit kills.
+ * Only where the node maps the peer's end (RIG_SHM_STORES not off:
+ * otherwise the node rings its agent, a futex wake when the ferry
+ * sleeps). */
+static void test_no_syscall(void)
+{
+    const char *st = getenv("RIG_SHM_STORES");
+    if (st != NULL && strcmp(st, "off") == 0) {
+        printf("controller: no-syscall check left out: RIG_SHM_STORES=off "
+               "(the node rings its agent)\n");
+        return;
+    }
+    int a = size - 1;
+    rig_rail *r = make(a, 0);
+    rig_end *e = rig_rail_local(r);
+    int64_t p = load_on("rstrict", a, r);
+    T_OK(rig_remote_launch(rm, p, 1, &t_err));
+    T_OK(rig_remote_wait(rm, p, HANG_MS, &t_err));
+    rig_remote_status *s = NULL;
+    size_t n = 0;
+    T_OK(rig_remote_query(rm, p, &s, &n, &t_err));
+    T_EQ(n, 1);
+    T_EQ(s[0].state, RIG_REMOTE_DONE);
+    uint64_t verdict = s[0].points[2];
+    if (verdict == 1) {
+        T_FAIL("agent %d's node made a system call in mesh_end_ready's "
+               "fast path (killed under seccomp after %llu runs)",
+               a, (unsigned long long)s[0].points[0]);
+    }
+    T_EQ(s[0].points[0], verdict == 2 ? 0 : 100);
+    rig_remote_status_free(s, n);
+    if (verdict == 2) {
+        printf("controller: no-syscall check could not run on agent %d "
+               "(a sanitizer's runtime, or no seccomp)\n",
+               a);
+    } else {
+        T_EQ(verdict, 0); /* 1: the child made a system call */
+        bool timed_out = false;
+        T_ASSERT(rig_end_wait_arrived_for(e, 100 * NT, HANG_MS, &timed_out));
+        T_EQ(rig_end_arrived(e), 100 * NT);
+        const uint8_t *in = rig_area_copy(rig_end_inbound(e), 1).base;
+        uint64_t bad = 0;
+        for (size_t o = 0; o < LEN * NT; o++) {
+            bad += in[o] != rail_byte(o, 99, a);
+        }
+        T_EQ(bad, 0);
+        printf("ok: a native node readied 100 runs with no system call\n");
+    }
+    T_OK(rig_remote_unload(rm, p, &t_err));
+    rig_rail_release(r);
 }
 
 /* ---- lifetimes
@@ -789,6 +844,7 @@ int main(int argc, char **argv)
         test_errors();
         test_agents();
         test_controller();
+        test_no_syscall();
         test_lifetimes();
         test_refusals();
         test_threads();
