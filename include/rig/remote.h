@@ -77,11 +77,11 @@
  * the two (rig_remote_ends_held tells which ends an agent still holds).
  * An end is written (readied) by at most one loaded program at a time.
  * Failures: a failed job raises the counts of every end, the programs'
- * included, as always; a program that crashes fails the ends it holds
- * (their counts raised to RIG_COUNT_FAILED) and their peer ends on the
- * same node (stored there directly); a crash that holds an end whose
- * peer is on another node fails the job, since the agent cannot reach
- * that end alone -- either way no wait of a peer is left hanging.
+ * included, as always; a program that crashes while it holds ends
+ * fails the job, with the crash report as its reason ("node 0 of program
+ * p on vm:1 killed by signal 11, holding rail 42"), since a rail's
+ * counts fail only with its job (seed 000) -- so no wait of a peer, on
+ * any machine, is left hanging.
  *
  * Loaded, launched, halted.  An agent's load prepares the image (the
  * executor's compiler on its JIT thread: the manifest, hash, ABI and
@@ -101,10 +101,10 @@
  * RIG_KEEPALIVE_MS elsewhere), and every pending call of this layer on
  * every rank then returns "failed: " with the job's reason within 2 s.  A
  * program that crashes on an agent (a native node killed by a signal, a
- * wasm trap, a CUDA fault) does not fail the job: the agent reports it
- * once, naming the node, program, machine and reason ("node 2 of program
- * p on vm:3 killed by signal 11"), the controller logs it, keeps it in the
- * program's status and hands it out once through rig_remote_event, and
+ * wasm trap, a CUDA fault) and holds no rail end does not fail the job: the
+ * agent reports it once, naming the node, program, machine and reason ("node 2
+ * of program p on vm:3 killed by signal 11"), the controller logs it, keeps it
+ * in the program's status and hands it out once through rig_remote_event, and
  * rig_remote_wait returns "failed: " with it.  After a job failure,
  * memory that an unfinished MPI request may still write is never freed:
  * the process must end without MPI_Finalize (Open MPI 4.1's waits for the
@@ -181,9 +181,15 @@ RIG_API void rig_remote_options_init(rig_remote_options *opt);
  * makes the records.  A rank of one is a controller without machines.
  * Either every rank succeeds or every rank fails (naming its own cause or
  * "failed: rank N could not open: ..."), unless the job fails meanwhile:
- * then each returns "failed: " within 2 s.  Errors: "invalid:" for a NULL
- * job or out, MPI_COMM_NULL, a comm whose ranks are not the job's, a bad
- * option or setting; "failed:" for a failed job; "system:", "nomem:".  An
+ * then each returns "failed: " within 2 s.  A bad argument on some ranks
+ * only (a NULL job or out, a bad option or setting, a comm rank that is
+ * not the job rank) is agreed on in the first gather, so the others are
+ * never left waiting; only a rank whose comm is MPI_COMM_NULL or of
+ * another size than the job's cannot join comm's collectives and answers
+ * at once alone (comm must be the same on every rank).  Errors:
+ * "invalid:" for a NULL job or out, MPI_COMM_NULL, a comm whose ranks are
+ * not the job's, a bad option or setting; "failed:" for a failed job or
+ * another rank's error; "system:", "nomem:".  An
  * executor that does not open is no error: the machine's description says
  * why.  *out is released with rig_remote_close, before rig_job_close. */
 RIG_API bool rig_remote_open(rig_job *job, MPI_Comm comm,

@@ -21,6 +21,7 @@ REMOTE_TEST_FILES = \
 	mpi_tests/remote/rails_np3.mpi \
 	mpi_tests/remote/rails_np4.mpi \
 	mpi_tests/remote/rails_crash_np3.mpi \
+	mpi_tests/remote/rails_crash_ctl_np3.mpi \
 	mpi_tests/remote/rails_kill_np3.mpi \
 	mpi_tests/remote/rails_kill_make_np3.mpi \
 	mpi_tests/remote/rails_puts_np3.mpi \
@@ -35,7 +36,8 @@ RAIL_MANIFESTS = \
 	mpi_tests/remote/manifests/rswap.json \
 	mpi_tests/remote/manifests/rswap_long.json \
 	mpi_tests/remote/manifests/rswap_forever.json \
-	mpi_tests/remote/manifests/rcrash_rail.json
+	mpi_tests/remote/manifests/rcrash_rail.json \
+	mpi_tests/remote/manifests/rstrict.json
 REMOTE_MANIFESTS = \
 	mpi_tests/remote/manifests/rsum.json \
 	mpi_tests/remote/manifests/rspin.json \

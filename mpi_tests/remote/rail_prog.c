@@ -10,6 +10,13 @@
  *   swap    RUNS runs (0: until halted), each: wait `sent` of run r - 2,
  *           write, ready, wait `arrived`, check
  *   crash   as swap, but the node dies by SIGSEGV before run K
+ *   strict  RUNS runs of write and ready only (no waits), in a child
+ *           process under seccomp's strict mode, where any system call
+ *           but read, write and exit kills it: the fast path of
+ *           mesh_end_ready to a mapped peer makes none.  Point 2: 1 when
+ *           the child was killed (a system call), 2 when the check could
+ *           not run (a sanitizer's runtime, or no seccomp); point 0 the
+ *           runs the child readied
  * Progress points: 0 the runs done, 1 the end's `arrived` at the end, 2
  * set to 1 when a wait returned false (the rail failed or the slot was
  * halted), 3 the bytes that differed, 4 the rail's id seen through
@@ -19,15 +26,74 @@
 
 #include "../../tests/mesh/real_signals.h"
 
+#include <linux/seccomp.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 static inline uint8_t rail_byte(uint64_t o, uint64_t r, int32_t s)
 {
     return (uint8_t)((uint64_t)s * 31u + r * 7u + o * 13u + (o >> 8));
+}
+
+#ifndef __has_feature
+#define __has_feature(x) 0
+#endif
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__) ||           \
+    __has_feature(thread_sanitizer) || __has_feature(address_sanitizer)
+#define RAIL_PROG_SANITIZED 1 /* their runtimes may make system calls */
+#else
+#define RAIL_PROG_SANITIZED 0
+#endif
+
+/* The strict mode's child: writes and readies runs runs, then exits by
+ * the one exit strict mode allows (exit, not exit_group). */
+static void strict_child(mesh_worker *w, mesh_end *e, uint64_t runs,
+                         size_t bytes, uint64_t nt, int32_t here)
+{
+    if (prctl(PR_SET_SECCOMP, SECCOMP_MODE_STRICT) != 0) {
+        _exit(3);
+    }
+    for (uint64_t r = 0; r < runs; r++) {
+        uint8_t *out = mesh_end_outbound(e, (unsigned)(r % 2), NULL);
+        for (size_t o = 0; o < bytes; o++) {
+            out[o] = rail_byte(o, r, here);
+        }
+        mesh_end_ready(e, (r + 1) * nt);
+        mesh_worker_point(w, 0, r + 1);
+    }
+    syscall(SYS_exit, 0);
+}
+
+static int strict_mode(mesh_worker *w, mesh_end *e, uint64_t runs, size_t bytes,
+                       uint64_t nt, int32_t here)
+{
+    if (RAIL_PROG_SANITIZED) {
+        mesh_worker_point(w, 2, 2);
+        mesh_worker_detach(w);
+        return 0;
+    }
+    pid_t pid = fork();
+    if (pid == 0) {
+        strict_child(w, e, runs, bytes, nt, here);
+    }
+    int st = 0;
+    if (pid < 0 || waitpid(pid, &st, 0) != pid) {
+        mesh_worker_point(w, 2, 2);
+    } else if (WIFEXITED(st) && WEXITSTATUS(st) == 3) {
+        mesh_worker_point(w, 2, 2); /* no seccomp here */
+    } else if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+        mesh_worker_point(w, 2, 1);
+    }
+    mesh_worker_point(w, 1, mesh_end_arrived(e));
+    mesh_worker_detach(w);
+    return 0;
 }
 
 int main(int argc, char **argv)
@@ -59,6 +125,9 @@ int main(int argc, char **argv)
     mesh_worker_point(w, 4, mesh_worker_end(w, mesh_end_id(e)) == e);
     int32_t here = mesh_end_here(e), peer = mesh_end_peer(e);
     size_t bytes = len * nt;
+    if (strcmp(mode, "strict") == 0) {
+        return strict_mode(w, e, runs, bytes, nt, here);
+    }
     uint64_t bad = 0;
     bool failed = false;
     uint64_t r = 0;

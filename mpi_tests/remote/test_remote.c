@@ -730,6 +730,43 @@ static uint64_t kill_time(void)
 
 /* ---- bad input ----------------------------------------------------------- */
 
+/* A bad argument on one rank only: every rank fails together, at once,
+ * the others naming that rank -- none is left in a collective.  The last
+ * agent passes a NULL job, then the controller a NULL out, then an
+ * agent bad options. */
+static void test_badinput_one(void)
+{
+    struct {
+        int bad;
+        const char *cause;
+    } cases[] = {
+        {size - 1, "invalid: job is NULL"},
+        {0, "invalid: out is NULL"},
+        {1, "invalid: opt->executors"},
+    };
+    for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+        int bad = cases[c].bad;
+        rig_remote *r = NULL;
+        rig_remote_options o = {me == bad && c == 2 ? 0x100u : 0u};
+        char want[160];
+        snprintf(want, sizeof(want), "rank %d could not open: %s", bad,
+                 cases[c].cause);
+        uint64_t t0 = now_ns();
+        T_ERR(rig_remote_open(me == bad && c == 0 ? NULL : job, MPI_COMM_WORLD,
+                              &o, me == bad && c == 1 ? NULL : &r, &t_err),
+              me == bad ? "invalid: " : "failed: ",
+              me == bad ? cases[c].cause : want, NULL);
+        double ms = (double)(now_ns() - t0) / 1e6;
+        T_ASSERT(r == NULL);
+        T_ASSERT(ms < (double)HANG_MS); /* a hang guard */
+        if (me == 0) {
+            printf("ok: %s on rank %d alone: every rank refused in %.1f ms\n",
+                   cases[c].cause, bad, ms);
+        }
+    }
+    T_ASSERT(!rig_job_failed(job));
+}
+
 static void test_badinput_everyone(void)
 {
     rig_remote *r = NULL;
@@ -1082,6 +1119,7 @@ int main(int argc, char **argv)
         T_ERR(rig_remote_open(job, MPI_COMM_WORLD, &(rig_remote_options){0x100},
                               &rm, &t_err),
               "invalid: ", "executors", NULL);
+        test_badinput_one();
     }
     T_OK(rig_remote_open(job, MPI_COMM_WORLD, &opt, &rm, &t_err));
     T_ASSERT(rig_remote_job(rm) == job);

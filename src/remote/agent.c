@@ -14,7 +14,7 @@
  * that another loaded program writes already, and takes a reference on
  * each, which the program gives back at unload.  Every launch hands the
  * bindings to the executor in the prepared image.  A crash fails the
- * program's ends and their peers' (see fail_ends).
+ * program's ends and their peers', and the job (see fail_ends).
  *
  * Loaded and launched (see rig/remote.h): a load prepares the image on
  * the executor's JIT thread and keeps the mesh_prepared; a launch hands
@@ -241,27 +241,33 @@ static bool fail_segment(const mesh_end_place *place)
 }
 
 /* A crash of p: its ends fail, and so do their peers' ends, so that no
- * one waits for what p will never send.  A peer on this node is failed
- * through its segment; one elsewhere cannot be reached by this agent
- * alone, and the job fails (every end of it, everywhere). */
+ * one waits for what p will never send.  A rail's counts are raised to
+ * RIG_COUNT_FAILED only when its job fails (seed 000, "Counts"), and the
+ * transports read a failed count on a held end as the job's failure on
+ * its way from the peer (../rail/base/failure.h): so a crash that holds
+ * an end fails the job, with the crash report as its reason, before any
+ * count is raised -- then every rank learns that reason, not a guess.
+ * The ends of this agent and their peers on this node are raised at
+ * once (a peer's through its segment) rather than when the job's
+ * failure reaches them; a peer elsewhere is raised by the job's
+ * failure. */
 static void fail_ends(rig_remote *rm, agent_prog *p)
 {
+    if (p->nbinds == 0) {
+        return;
+    }
+    char *why = NULL;
+    rig_err(&why, "%s, holding rail %lld",
+            p->crash != NULL ? p->crash : "a program crashed",
+            (long long)p->binds[0].id);
+    rig_job_fail(rm->job, why != NULL ? why : "a program crashed");
+    free(why);
     for (size_t i = 0; i < p->nbinds; i++) {
         mesh_end_binding *b = &p->binds[i];
         rig_end_fail(b->end);
-        if (b->peer_place.shm >= 0 && fail_segment(&b->peer_place)) {
-            continue;
+        if (b->peer_place.shm >= 0) {
+            (void)fail_segment(&b->peer_place);
         }
-        char *why = NULL;
-        rig_err(&why,
-                "program %s crashed on %s holding rail %lld, whose other end "
-                "(on %s) this agent cannot fail alone",
-                p->name, my_name(rm), (long long)b->id,
-                b->peer == 0 ? "the controller's machine"
-                             : rm->machines[b->peer].name);
-        rig_job_fail(rm->job, why != NULL ? why : "a program crashed");
-        free(why);
-        return;
     }
 }
 

@@ -310,9 +310,12 @@ static void remote_free(rig_remote *rm)
 bool rig_remote_open(rig_job *job, MPI_Comm comm, const rig_remote_options *opt,
                      rig_remote **out, char **err)
 {
-    if (job == NULL || out == NULL) {
-        return rig_err(err, "invalid: %s is NULL", job == NULL ? "job" : "out");
-    }
+    /* A bad argument of this rank alone must not leave the others in a
+     * collective: whatever this rank can take part in with (a usable
+     * comm), it does, and its error is its contribution to the first
+     * gather, so that every rank fails together.  Only a rank without
+     * comm's collectives (MPI_COMM_NULL, another communicator) cannot
+     * tell the others: it answers at once. */
     if (comm == MPI_COMM_NULL) {
         return rig_err(err, "invalid: comm is MPI_COMM_NULL");
     }
@@ -321,7 +324,7 @@ bool rig_remote_open(rig_job *job, MPI_Comm comm, const rig_remote_options *opt,
         MPI_Comm_size(comm, &size) != MPI_SUCCESS) {
         return rig_err(err, "invalid: comm is not a usable communicator");
     }
-    if (size != rig_job_size(job)) {
+    if (job != NULL && size != rig_job_size(job)) {
         /* The same on every rank: no one contacts anyone. */
         return rig_err(err,
                        "invalid: comm has %d ranks but the job %d: comm "
@@ -343,7 +346,9 @@ bool rig_remote_open(rig_job *job, MPI_Comm comm, const rig_remote_options *opt,
     uint32_t executors = 0;
     const char *by = NULL;
     bool ok = true;
-    if (rank != rig_job_rank(job)) {
+    if (job == NULL || out == NULL) {
+        ok = rig_err(&mine, "invalid: %s is NULL", job == NULL ? "job" : "out");
+    } else if (rank != rig_job_rank(job)) {
         ok = rig_err(&mine,
                      "invalid: rank %d of comm is rank %d of the job: comm "
                      "must be the job's communicator",
@@ -351,7 +356,7 @@ bool rig_remote_open(rig_job *job, MPI_Comm comm, const rig_remote_options *opt,
     } else {
         ok = settings(rm, opt, &executors, &by, &mine);
     }
-    if (rig_job_failed(job)) {
+    if (job != NULL && rig_job_failed(job)) {
         free(mine);
         rm_failed(rm, err, "opening the remote layer");
         remote_free(rm);

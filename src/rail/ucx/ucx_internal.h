@@ -65,6 +65,7 @@ typedef struct {
     uint8_t *base;
     size_t len;
     bool cuda;  /* registered with cuMemHostRegister by rig (not UCX) */
+    bool own;   /* a System V segment of rig's, registered (shmdt) */
     void *rkey; /* packed rkey (ucp_rkey_buffer_release) */
     size_t rkey_len;
 } rig_endmem;
@@ -166,6 +167,9 @@ struct rig_ucx {
     hwloc_topology_t topo;
     hwloc_nodeset_t nodeset; /* NULL: not bound */
     rig_cuda *cuda;
+    /* Whether UCX's own allocations are System V segments (memory.c):
+     * 0 not known yet, 1 yes, -1 no (then rig makes them).  Worker lock. */
+    int alloc_sysv;
 
     /* Ends, under list_lock. */
     pthread_mutex_t list_lock;
