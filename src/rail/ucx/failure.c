@@ -182,15 +182,20 @@ static void broadcast(rig_ucx *u, const char *why)
 
 /* ---- watching peers ------------------------------------------------------ */
 
-static void peer_died(rig_ucx *u, int r)
+void rig_ucx_peer_lost(rig_ucx *u, int r, const char *why)
 {
     if (atomic_load(&u->closing) || !rig_failure_left(&u->fail, r)) {
         return;
     }
+    rig_ucx_fail(&u->super, why);
+}
+
+static void peer_died(rig_ucx *u, int r)
+{
     char why[160];
     snprintf(why, sizeof(why), "failed: rank %d died (pid %d, seen by rank %d)",
              r, (int)u->fail.pid[r], u->rank);
-    rig_ucx_fail(&u->super, why);
+    rig_ucx_peer_lost(u, r, why);
 }
 
 bool rig_fail_watch(rig_ucx *u, const rig_transport_wiring *w, char **err)

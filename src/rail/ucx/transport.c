@@ -201,6 +201,9 @@ static void ucx_free(rig_ucx *u)
     free(u->peer_addr);
     free(u->peer_addr_len);
     free(u->ep);
+    free(u->ep_closed);
+    free(u->index);
+    rig_liveness_close(atomic_load(&u->links));
     if (u->epfd > 0) {
         close(u->epfd);
     }
@@ -261,6 +264,9 @@ static bool ucx_open(const rig_transport_params *p, rig_transport **out,
         .failed = handshake_failed,
     };
     atomic_init(&u->told, true);
+    atomic_init(&u->handoff, NULL);
+    atomic_init(&u->links, NULL);
+    atomic_init(&u->net_path, false);
     pthread_mutex_init(&u->worker_lock, NULL);
     pthread_mutex_init(&u->list_lock, NULL);
     int size = p->size;
@@ -273,13 +279,17 @@ static bool ucx_open(const rig_transport_params *p, rig_transport **out,
     u->peer_addr = calloc((size_t)size, sizeof(*u->peer_addr));
     u->peer_addr_len = calloc((size_t)size, sizeof(*u->peer_addr_len));
     u->ep = calloc((size_t)size, sizeof(*u->ep));
-    if (u->peer_addr == NULL || u->peer_addr_len == NULL || u->ep == NULL) {
+    u->ep_closed = calloc((size_t)size, sizeof(*u->ep_closed));
+    if (u->peer_addr == NULL || u->peer_addr_len == NULL || u->ep == NULL ||
+        u->ep_closed == NULL) {
         rig_err(err, "nomem: peer tables for %d ranks", size);
         goto err_free;
     }
     if (!keepalive_resolve(&u->keepalive_ms, err) ||
+        !rig_liveness_setting(&u->peer_timeout_ms, err) ||
         !context_make(size, u->keepalive_ms, &u->context, err) ||
-        !worker_make(u->context, &u->worker, err) || !rig_fail_init(u, err)) {
+        !worker_make(u->context, &u->worker, err) || !rig_fail_init(u, err) ||
+        !rig_carrier_init(u, err)) {
         goto err_free;
     }
     ucs_status_t st = ucp_worker_get_address(
@@ -384,13 +394,31 @@ out_free:
     return ok;
 }
 
+/* The links' thread lost rank r (liveness.h). */
+static void link_lost(void *arg, int r, const char *why)
+{
+    rig_ucx_peer_lost(arg, r, why);
+}
+
 static bool ucx_wire(rig_transport *t, const rig_transport_wiring *w,
                      char **err)
 {
     rig_ucx *u = rig_ucx_of(t);
     u->window = w->window;
     u->handshake.window = w->window;
-    return addresses_swap(u, err) && rig_fail_watch(u, w, err);
+    bool ok = addresses_swap(u, err);
+    /* Collective: every rank makes its links, whatever happened above. */
+    rig_liveness *links = NULL;
+    char *why = NULL;
+    if (rig_liveness_open(u->handshake.comm, u->rank, u->size, w->local,
+                          u->peer_timeout_ms, link_lost, u, &links,
+                          ok ? err : &why)) {
+        atomic_store(&u->links, links);
+    } else {
+        ok = false;
+        free(why);
+    }
+    return ok && rig_fail_watch(u, w, err);
 }
 
 /* An endpoint's error: inside ucp_worker_progress, under the worker lock. */
@@ -418,6 +446,9 @@ bool rig_ucx_ep(rig_ucx *u, int peer, ucp_ep_h *out, char **err)
         *out = u->ep[peer];
         return true;
     }
+    if (u->ep_closed[peer]) {
+        return rig_err(err, "failed: rank %d left the job", peer);
+    }
     if (u->peer_addr[peer] == NULL) {
         return rig_err(err, "invalid: no worker address for rank %d", peer);
     }
@@ -439,6 +470,46 @@ bool rig_ucx_ep(rig_ucx *u, int peer, ucp_ep_h *out, char **err)
     /* Wire-up may need the progress thread: it was asleep. */
     rig_ucx_kick(u);
     return true;
+}
+
+/* Forced: a lost peer answers nothing, so a flush would wait for it. */
+static void ep_close_forced(rig_ucx *u, ucp_ep_h ep)
+{
+    ucp_request_param_t p = {
+        .op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS,
+        .flags = UCP_EP_CLOSE_FLAG_FORCE,
+    };
+    ucs_status_ptr_t req = ucp_ep_close_nbx(ep, &p);
+    if (UCS_PTR_IS_PTR(req)) {
+        rig_backoff b = {0};
+        while (ucp_request_check_status(req) == UCS_INPROGRESS) {
+            ucp_worker_progress(u->worker);
+            rig_backoff_step(&b);
+        }
+        ucp_request_free(req);
+    }
+}
+
+void rig_ucx_eps_drop_left(rig_ucx *u)
+{
+    rig_lock(&u->worker_lock, UCX_LOCK_WORKER);
+    for (int r = 0; r < u->size; r++) {
+        if (r == u->rank || u->ep_closed[r] ||
+            !rig_failure_has_left(&u->fail, r)) {
+            continue;
+        }
+        /* Carriers and failure notices check ep_closed under the worker
+         * lock before they use an end's endpoint.  The rkeys stay until
+         * the ends go (an rkey outliving its endpoint is what close does
+         * too). */
+        u->ep_closed[r] = true;
+        if (u->ep[r] == NULL) {
+            continue;
+        }
+        ep_close_forced(u, u->ep[r]);
+        u->ep[r] = NULL;
+    }
+    rig_unlock(&u->worker_lock, UCX_LOCK_WORKER);
 }
 
 /* ---- rails ----------------------------------------------------------------
@@ -501,6 +572,9 @@ static void ucx_close(rig_transport *t, bool all)
     (void)all;
     rig_ucx *u = rig_ucx_of(t);
     rig_progress_stop(u);
+    /* Peers may outlive this close: they saw closing, and ignore the
+     * links' hang-up from now on. */
+    rig_liveness_close(atomic_exchange(&u->links, NULL));
     rig_lock(&u->list_lock, UCX_LOCK_LIST);
     rig_lock(&u->worker_lock, UCX_LOCK_WORKER);
     /* Endpoints first, which purges puts still in flight (their callbacks
