@@ -701,6 +701,10 @@ bool rig_job_window(const rig_job *job, MPI_Win *out, char **err)
     if (out == NULL) {
         return rig_err(err, "invalid: out is NULL");
     }
+    const char *missing = rig_window_missing(job->window);
+    if (missing != NULL) {
+        return rig_err(err, "%s", missing);
+    }
     *out = rig_window_win(job->window);
     return true;
 }
@@ -720,12 +724,20 @@ bool rig_job_rail_disp(const rig_job *job, const rig_rail *rail,
         return rig_err(err, "invalid: rail %lld is not a rail of this job",
                        (long long)rig_rail_id(rail));
     }
+    const char *missing = rig_window_missing(job->window);
+    if (missing != NULL) {
+        return rig_err(err, "%s", missing);
+    }
     if (!far.attached) {
+        const char *osc = rig_window_component(job->window);
         return rig_err(err,
                        "unsupported: rank %d's end of rail %lld is not "
-                       "attached to the window (Open MPI's "
-                       "osc_rdma_max_attach)",
-                       far.rank, (long long)rig_rail_id(rail));
+                       "attached to the window (it was full: osc %s%s)",
+                       far.rank, (long long)rig_rail_id(rail),
+                       osc != NULL ? osc : "?",
+                       osc != NULL && strcmp(osc, "rdma") == 0
+                           ? ", osc_rdma_max_attach"
+                           : "");
     }
     out->rank = far.rank;
     out->counts = (MPI_Aint)far.counts;
@@ -889,6 +901,7 @@ bool rig_transport_info(FILE *out, char **err)
     } else {
         fprintf(out, "  selected:        %s (%s)\n", sel->name, sel->about);
     }
+    rig_window_describe(out);
     for (size_t i = 0; rig_transport_at(i) != NULL; i++) {
         const rig_transport_ops *ops = rig_transport_at(i);
         fprintf(out, "  [%s%s]\n", ops->name,

@@ -225,6 +225,18 @@ static void peer_died(rig_ucx *u, int r)
     rig_failure_peer_gone(&u->fail, r, "died");
 }
 
+void rig_ucx_link_lost(void *self, int r, const char *how, bool closed)
+{
+    rig_ucx *u = self;
+    if (closed && atomic_load(&u->closing)) {
+        /* A peer that finished its close closes its links: like an
+         * endpoint error while closing, it only leaves (transport.c). */
+        rig_failure_left(&u->fail, r, RIG_LEFT_CLOSING);
+        return;
+    }
+    rig_failure_peer_gone(&u->fail, r, how);
+}
+
 bool rig_fail_watch(rig_ucx *u, const rig_transport_wiring *w, char **err)
 {
     rig_failure_know(&u->fail, w);
@@ -453,7 +465,7 @@ static void tell_peers(rig_ucx *u)
     atomic_store(&u->told, true);
 }
 
-void rig_fail_progress(rig_ucx *u)
+bool rig_fail_progress(rig_ucx *u)
 {
     char *why = atomic_exchange(&u->pending_why, NULL);
     if (why != NULL) {
@@ -467,5 +479,7 @@ void rig_fail_progress(rig_ucx *u)
     }
     if (atomic_exchange(&u->tell_peers, false)) {
         tell_peers(u);
+        return true;
     }
+    return false;
 }
