@@ -23,6 +23,7 @@ MH_TEST_FILES = \
 	mpi_tests/multihost/finalize_mpi_h2.mh \
 	mpi_tests/multihost/job_h2.mh \
 	mpi_tests/multihost/job_h3.mh \
+	mpi_tests/multihost/job_oscucx_h2.mh \
 	mpi_tests/multihost/job_mpi_h2.mh \
 	mpi_tests/multihost/kill_h3.mh \
 	mpi_tests/multihost/kill_mpi_h3.mh \

@@ -119,6 +119,25 @@ bool rig_window_open(MPI_Comm comm, rig_window **out, char **err)
     }
     w->win = MPI_WIN_NULL;
     pthread_mutex_init(&w->lock, NULL);
+    char comp[32] = "";
+    if (all) {
+        component_of(win, comp, sizeof(comp));
+    }
+    if (all && strcmp(comp, "ucx") == 0) {
+        /* Every rank made it (osc selection is collective): freed together
+         * now, before any end is attached (see window.h). */
+        MPI_Win_free(&win);
+        rig_err(&w->missing,
+                "unsupported: the job has no MPI window: Open MPI picked osc "
+                "ucx, whose dynamic windows with rig's ends hang "
+                "MPI_Finalize (Open MPI 4.1, UCX 1.13); rails carry without "
+                "it (another osc component, e.g. --mca osc rdma, gives one "
+                "where it reaches every rank)");
+        rig_log(RIG_LOG_INFO, "%s", w->missing != NULL ? w->missing : "");
+        w->limit = 0;
+        *out = w;
+        return true;
+    }
     if (all) {
         w->win = win;
         /* A full attachment table must not abort the job. */
@@ -299,6 +318,15 @@ void rig_window_describe(FILE *out)
     }
     char c[32];
     component_of(win, c, sizeof(c));
+    if (strcmp(c, "ucx") == 0) {
+        fprintf(out, "  job's window:    none: Open MPI picks osc ucx here, "
+                     "which rig refuses (its windows\n"
+                     "                   hung MPI_Finalize); rails carry "
+                     "without it\n");
+        MPI_Win_free(&win);
+        MPI_Comm_free(&self);
+        return;
+    }
     fprintf(out,
             "  job's window:    osc %s on this node, at most %llu ends "
             "(across nodes Open MPI may pick another, or none)\n",

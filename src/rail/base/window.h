@@ -21,10 +21,15 @@
  * its limit fails leaving the window's region lock held, so that every
  * later attach or detach hangs: the window never asks for more than the
  * limit, and after the first refusal asks no more.  An end that is not
- * attached still carries its rail.  (Measured with Open MPI 4.1.4 and UCX
- * 1.13.1: osc ucx on a dynamic window with rig's UCX-allocated ends works
- * on one node and across nodes, posix shared memory included; the crash
- * in posix rkey unpack once seen here did not come back.)
+ * attached still carries its rail.
+ *
+ * osc ucx is refused: with Open MPI 4.1.4 and UCX 1.13.1 a job whose
+ * dynamic window osc ucx served (ends attached, rails carried, a failed
+ * job, an end held over close) left both ranks hanging in MPI_Finalize
+ * across nodes, while the same run without the window passed
+ * (mpi_tests/multihost/job_oscucx_h2.mh).  Where Open MPI picks osc ucx the
+ * window is freed at once, by every rank (the selection is collective),
+ * and the job goes without one, saying why.
  *
  * Lock: the window's own, RIG_WINDOW_LOCK_LEVEL, the innermost of rig's
  * locks (taken under a transport's). */
