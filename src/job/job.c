@@ -50,6 +50,14 @@
  * and is then taken for gone; a barrier that completes in the grace is
  * whole.  A death during close costs it once. */
 #define CLOSE_GRACE_NS 100000000ull
+/* The same when no rank is known dead, only gone while closing (its
+ * endpoints or links dropped): most likely it finished its close, so this
+ * rank's barrier completes as soon as MPI progresses it, which on a
+ * loaded node can take longer than the grace above -- and giving up would
+ * abandon windows that rank frees at MPI_Finalize, where both then wait
+ * for good.  Bounded all the same (a death on another node can look like
+ * this). */
+#define CLOSE_CLOSED_GRACE_NS 5000000000ull
 
 typedef struct {
     rig_host host;
@@ -800,6 +808,16 @@ char *rig_end_failure(const rig_end *e)
     return job != NULL ? failure_of(job->t, closed) : NULL;
 }
 
+/* Whether a rank of the job died (as opposed to leaving by finishing its
+ * close): once the closing barrier completed, only a death stops the
+ * collective frees. */
+static bool close_died(rig_job *job)
+{
+    bool died = false;
+    rig_transport_gone(job->t, &died);
+    return died;
+}
+
 /* MPI_Ibarrier on the job's communicator that gives up (false) once the
  * transport names a rank that left the job, so closing never waits for a
  * dead rank.  A rank that left before this rank's close began is gone
@@ -824,16 +842,22 @@ static bool close_barrier(rig_job *job)
         }
         if (flag) {
             /* A rank that gave its part before it died completes the
-             * barrier too; one known gone would never join the window's
-             * free. */
-            return rig_transport_gone(job->t, NULL) < 0;
+             * barrier too, and would never join the window's free.  One
+             * that left by finishing its own close (its endpoints or
+             * links dropped before this rank saw the barrier complete)
+             * did close: it frees the same windows at MPI_Finalize, so
+             * it must not make this rank abandon them (both would then
+             * wait in different windows' frees). */
+            return !close_died(job);
         }
-        int left = rig_transport_gone(job->t, NULL);
+        bool died = false;
+        int left = rig_transport_gone(job->t, &died);
         if (left >= 0) {
             uint64_t now = rig_now_ns();
             if (since == 0) {
                 since = now;
-            } else if (now - since > CLOSE_GRACE_NS) {
+            } else if (now - since >
+                       (died ? CLOSE_GRACE_NS : CLOSE_CLOSED_GRACE_NS)) {
                 rig_log(RIG_LOG_WARN,
                         "rank %d: closing the job without rank %d, which "
                         "left it",
@@ -867,7 +891,7 @@ bool rig_job_close(rig_job *job)
      * MPI_Finalize (a rank that died after giving its part to the barrier
      * would block it; MPI_Finalize waits for every rank anyway). */
     rig_window_end(job->window, all);
-    all = rig_transport_gone(job->t, NULL) < 0 && all;
+    all = !close_died(job) && all;
     /* Its last look: a rank that died, even during the close, makes
      * MPI_Finalize wait for good; one that left by finalizing MPI is
      * there for MPI_Finalize. */
