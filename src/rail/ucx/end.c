@@ -396,7 +396,7 @@ static void uend_discard(void *end, rig_rail *rail, bool together)
 
 /* ---- freeing released rails ---------------------------------------------- */
 
-/* Released, in the job, with no batch of puts in flight: nothing of this
+/* Released, in the job, with no run message in flight: nothing of this
  * rank will touch the peer's end any more once the endpoint is flushed.
  * List and worker locks held. */
 static bool released_quiet(const rig_uend *e, int peer)
@@ -469,7 +469,7 @@ static void uend_released(void *self, int peer, int64_t **ids, size_t *n)
     if (out == NULL) {
         return;
     }
-    /* Failure puts of these ends, if any, were posted before they were
+    /* Failure notices of these ends, if any, were posted before they were
      * released: the flush makes sure they all landed. */
     if (!flush_peer(u, peer)) {
         free(out);

@@ -28,7 +28,7 @@
  * a message latency, whether or not it shares a rail with the origin.  A
  * rank that learns of a failure this way does not send it on.  Then every
  * rank raises the counts of its rail peers' ends of the rails it holds
- * (stores into mapped ends, puts of RIG_COUNT_FAILED otherwise), which is
+ * (stores into mapped ends, a notice message on the rail otherwise), which is
  * faster than the message; a rank whose counts a peer raised before its
  * message came takes the failure in when asked (rig_ucx_failed), with a
  * stand-in reason until the message brings the real one.
@@ -416,7 +416,7 @@ void rig_ucx_finalize(rig_transport *t, const char *why)
  * rank where the failure started, which wakes this rank's progress
  * thread. */
 
-/* Endpoint errors and failed puts arrive inside ucp_worker_progress, under
+/* Endpoint errors and failed sends arrive inside ucp_worker_progress, under
  * the worker lock and possibly on a thread in a wake: the failure is
  * handed to the progress thread (failing takes the list lock, which comes
  * first). */

@@ -8,7 +8,7 @@
  * nodes have a thread of their own, liveness.h, which a long progress
  * call cannot delay.)
  *
- * Puts in flight do not make it poll: over TCP a put moves on when its
+ * Messages in flight do not make it poll: over TCP one moves on when its
  * socket can take more or an acknowledgement comes back, and both are
  * events of the worker's fd; the thread sleeps until then (at most 1 ms,
  * a guard for a transport that signals no completion), where it used to

@@ -586,7 +586,7 @@ static bool ucx_close(rig_transport *t, bool all)
     rig_liveness_close(atomic_exchange(&u->links, NULL));
     rig_lock(&u->list_lock, UCX_LOCK_LIST);
     rig_lock(&u->worker_lock, UCX_LOCK_WORKER);
-    /* Endpoints first, which purges puts still in flight (their callbacks
+    /* Endpoints first, which purges messages still in flight (their callbacks
      * find their ends alive), then the rkeys they used.  Forced closes:
      * peers close theirs at the same time and a flush would wait for them. */
     for (int r = 0; r < u->size; r++) {
@@ -689,7 +689,12 @@ static bool ucx_info(FILE *out, char **err)
     free(text);
     fprintf(out, "\n  same-node rails: %s\n",
             shm ? "plain stores into mapped ends (sysv/posix)"
-                : "UCX puts (no shared-memory transport)");
+                : "one UCX active message a run (no shared-memory "
+                  "transport)");
+    fprintf(out, "  other nodes:     one UCX active message a run; a TCP "
+                 "link per rank watched\n"
+                 "                   (RIG_PEER_TIMEOUT_MS: a silent rank is "
+                 "lost after it)\n");
 
     hwloc_topology_t topo;
     if (!topology_load(&topo, err)) {
@@ -717,7 +722,7 @@ static bool ucx_info(FILE *out, char **err)
 
 const rig_transport_ops rig_ucx_ops = {
     .name = "ucx",
-    .about = "UCX puts and mapped stores",
+    .about = "mapped stores on a node, UCX active messages across",
     .open = ucx_open,
     .wire = ucx_wire,
     .rail = ucx_rail,

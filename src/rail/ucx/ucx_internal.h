@@ -6,7 +6,7 @@
  *                close, endpoints, rig_info, the ops table
  *   progress.c   the progress thread
  *   end.c        ends: the pair protocol's steps, release, the list
- *   carrier.c    wake and carrying: mapped stores, UCX puts
+ *   carrier.c    wake and carrying: mapped stores, run messages
  *   failure.c    failing, watching peers, telling every rank
  *   memory.c     end memory (UCX-allocated, NUMA-bound, CUDA-registered)
  *   cuda.c       libcuda, loaded at run time
@@ -15,7 +15,7 @@
  * without NDEBUG):
  *   1. list_lock   (UCX_LOCK_LIST)    the list of ends, refs, failure
  *   2. worker_lock (UCX_LOCK_WORKER)  every UCX call on the worker or
- *                                     context, and the put path's state
+ *                                     context, and the network path's state
  *   3. the job window's lock (RIG_WINDOW_LOCK_LEVEL, window.h)
  * A thread holding the worker lock never takes the list lock: code that
  * runs inside ucp_worker_progress (endpoint errors, the failure message)
