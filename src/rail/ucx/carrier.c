@@ -21,23 +21,30 @@
  * receiver's handler finds its end by the rail's id, checks the message
  * against its receive list, lands the bytes and raises `arrived` (the
  * receiver's own compare-and-swap, rig_count_advance: never lowered,
- * never moved off RIG_COUNT_FAILED).  UCX
- * sends a small message eagerly (the handler copies it out of UCX's
- * buffer) and a large one by rendezvous, which lands it straight in the
- * inbound copy (a TCP put into the destination; an iov where the
- * transfers are not back to back).  So a run costs one message and no
- * fence; puts did cost more over TCP: each put and the `arrived` put
- * (without a memory handle, UCX's software path) were acknowledged one by
- * one, the fence waited for them, and UCX 1.13.1 aborted the process
- * (ucs_fatal "Endpoint timeout" in ucp_put_handler) when a software put
- * met an endpoint that had failed.
+ * never moved off RIG_COUNT_FAILED).  Every run goes eagerly, whatever
+ * its size: UCX streams the fragments down the socket and the handler
+ * copies the whole message out of UCX's buffer, where a rendezvous (UCX's
+ * choice above its threshold) costs handshakes over TCP that each wait
+ * for the other side's progress thread -- measured across 2 simulated
+ * hosts under load, 1 MiB runs went from 0.24x to 0.69x MPI's bandwidth
+ * in the same run (noisy; benchmarks/multihost.sh measures it).  So a
+ * run costs one message and no fence; puts did cost more over TCP: each
+ * put and the `arrived` put (without a memory handle, UCX's software
+ * path) were acknowledged one by one, the fence waited for them, and UCX
+ * 1.13.1 aborted the process (ucs_fatal "Endpoint timeout" in
+ * ucp_put_handler) when a software put met an endpoint that had failed.
+ * (The handler still takes a rendezvous, landing it straight in the
+ * inbound copy, should UCX ever choose one.)
  *
  * Ordering.  A rendezvous may land after an eager message sent later, so
  * `arrived` moves in the order of the messages: each landed message's
  * count waits in rx_done until the earlier ones landed.  Two messages
  * never write the same bytes out of order: a copy is written again only
  * after `sent` covered its last run, and `sent` moves when the send
- * completes -- for a rendezvous, once its bytes landed.
+ * completes -- for a rendezvous, once its bytes landed.  Eager messages
+ * on one endpoint are handled in the order they were sent, so with every
+ * run eager none overtakes another; the source is reusable once UCX
+ * copied it (the send completed).
  *
  * The carrier takes the worker lock only if it is free; when the
  * progress thread (or another carrier) holds it, the end is handed to the
@@ -579,10 +586,12 @@ static void send_run(rig_uend *e, uint64_t ready)
     ucp_request_param_t p = {
         .op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK |
                         UCP_OP_ATTR_FIELD_USER_DATA |
-                        UCP_OP_ATTR_FIELD_DATATYPE,
+                        UCP_OP_ATTR_FIELD_DATATYPE | UCP_OP_ATTR_FIELD_FLAGS,
         .cb.send = send_done,
         .user_data = b,
         .datatype = ucp_dt_make_iov(),
+        /* Eager at every size: see the file's comment. */
+        .flags = UCP_AM_SEND_FLAG_EAGER,
     };
     ucs_status_ptr_t r = ucp_am_send_nbx(e->ep, RIG_AM_RUN, &b->hdr,
                                          sizeof(b->hdr), b->iov, b->niov, &p);
