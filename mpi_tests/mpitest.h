@@ -11,6 +11,7 @@
 #include <inttypes.h>
 #include <mpi.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -55,13 +56,30 @@ static void t_fail(const char *file, int line, const char *fmt, ...)
  * RIG_* settings).  When the MPI cannot carry the transport asked for --
  * src/rail/mpi/transport.c refuses RIG_TRANSPORT=mpi under MPICH, whose
  * accumulates wait for the target -- rank 0 prints "SKIP: <why>" and the
- * program ends: a limit of that MPI, and the only reason to skip.  Any
- * other failure fails the test. */
+ * program ends: a limit of that MPI, and the only reason to skip.  With
+ * RIG_TEST_MAY_REFUSE=1 in the environment (a run where the transport
+ * must refuse, e.g. RIG_TRANSPORT=mpi across nodes), an "unsupported:"
+ * refusal is what the test checks: it passes when every rank was refused
+ * so, and the program ends.  Any other failure fails the test. */
 static inline rig_job *t_job_open(void)
 {
     rig_job *job = NULL;
     char *err = NULL;
-    if (rig_job_open(MPI_COMM_WORLD, NULL, &job, &err)) {
+    bool ok = rig_job_open(MPI_COMM_WORLD, NULL, &job, &err);
+    const char *may = getenv("RIG_TEST_MAY_REFUSE");
+    if (may != NULL && strcmp(may, "1") == 0) {
+        int refused =
+            !ok && err != NULL && strncmp(err, "unsupported:", 12) == 0;
+        int all = 0;
+        MPI_Allreduce(&refused, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+        if (all) {
+            printf("rank %d: PASS refused at rig_job_open: %s\n", t_rank, err);
+            free(err);
+            MPI_Finalize();
+            exit(0);
+        }
+    }
+    if (ok) {
         return job;
     }
 #ifdef MPICH_VERSION

@@ -76,11 +76,10 @@ case $RIG_MPI_FLAVOR in
         }
         ;;
     *)
-        # --oversubscribe: more ranks than cores on small machines; osc
-        # ^ucx: Open MPI's osc ucx crashes on dynamic windows with UCX 1.13
-        # (the job's window is dynamic).
+        # --oversubscribe: more ranks than cores on small machines.  No
+        # osc: rig runs with whatever one-sided components Open MPI picks.
         launch_setup() {
-            launch="$launch --oversubscribe --allow-run-as-root --mca osc ^ucx,pt2pt"
+            launch="$launch --oversubscribe --allow-run-as-root"
         }
         launch_np() { launch="$launch -np $1"; }
         launch_env() { launch="$launch -x $1"; }

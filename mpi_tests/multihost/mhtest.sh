@@ -7,10 +7,11 @@
 # its hang guard and orphan check) plus:
 #   hosts=2                    simulated hosts (required, 1 to 9); the np
 #                              ranks fill them in order, ceil(np/hosts) each
-#   osc=ucx                    Open MPI's osc components (--mca osc VALUE)
-#                              in place of mpitest.sh's; osc=system leaves
-#                              the choice to the system's defaults
-#                              (/etc/openmpi/openmpi-mca-params.conf)
+#   osc=ucx                    Open MPI's osc components (--mca osc VALUE;
+#                              optional: without it Open MPI chooses, as
+#                              for a user's `mpirun -np N app`, from the
+#                              system's defaults, e.g. Debian's
+#                              /etc/openmpi/openmpi-mca-params.conf)
 # Ranks get RIG_MH_CTL (ctl.sh, to cut links), RIG_MH_HOSTS, RIG_MH_ROOT
 # and RIG_MH_DIR (a directory of this run, for times the ranks share).
 #
@@ -97,7 +98,7 @@ echo "-x" >>"$MH_DIR/mpirun.args"
 echo "RIG_MH_DIR" >>"$MH_DIR/mpirun.args"
 echo "mhtest: $hosts hosts ($MH_HOSTS, $MH_NET.0/24) up in" \
     "$(((t1 - t0) / 1000000)) ms ($MH_UP_TIMES); $ppn rank(s) a host;" \
-    "osc ${osc:-as mpitest.sh}"
+    "osc ${osc:-as Open MPI chooses}"
 
 # mpirun.sh adds the hosts' options to mpitest.sh's mpirun line.
 export RIG_MH_MPIRUN=$real RIG_MH_ARGS=$MH_DIR/mpirun.args

@@ -27,9 +27,11 @@ static const rig_setting settings[] = {
     {"RIG_CUDA", "auto",
      "register end memory with cuMemHostRegister: auto|off|on"},
     {"RIG_SHM_STORES", "auto",
-     "plain stores to same-node peers (off: UCX puts): auto|off|on"},
+     "plain stores to same-node peers (off: UCX messages): auto|off|on"},
     {"RIG_KEEPALIVE_MS", "500",
      "peer-failure keepalive of ranks on other nodes (ms)"},
+    {"RIG_PEER_TIMEOUT_MS", "500",
+     "a rank on another node silent this long is lost (ms; 0: not watched)"},
     /* executors (mesh/executors.h) */
     {"RIG_MESH_ONLINE_TIMEOUT_MS", "2000",
      "a launch's nodes must be online within it"},

@@ -50,6 +50,14 @@
  * and is then taken for gone; a barrier that completes in the grace is
  * whole.  A death during close costs it once. */
 #define CLOSE_GRACE_NS 100000000ull
+/* The same when no rank is known dead, only gone while closing (its
+ * endpoints or links dropped): most likely it finished its close, so this
+ * rank's barrier completes as soon as MPI progresses it, which on a
+ * loaded node can take longer than the grace above -- and giving up would
+ * abandon windows that rank frees at MPI_Finalize, where both then wait
+ * for good.  Bounded all the same (a death on another node can look like
+ * this). */
+#define CLOSE_CLOSED_GRACE_NS 5000000000ull
 
 typedef struct {
     rig_host host;
@@ -701,6 +709,10 @@ bool rig_job_window(const rig_job *job, MPI_Win *out, char **err)
     if (out == NULL) {
         return rig_err(err, "invalid: out is NULL");
     }
+    const char *missing = rig_window_missing(job->window);
+    if (missing != NULL) {
+        return rig_err(err, "%s", missing);
+    }
     *out = rig_window_win(job->window);
     return true;
 }
@@ -720,12 +732,20 @@ bool rig_job_rail_disp(const rig_job *job, const rig_rail *rail,
         return rig_err(err, "invalid: rail %lld is not a rail of this job",
                        (long long)rig_rail_id(rail));
     }
+    const char *missing = rig_window_missing(job->window);
+    if (missing != NULL) {
+        return rig_err(err, "%s", missing);
+    }
     if (!far.attached) {
+        const char *osc = rig_window_component(job->window);
         return rig_err(err,
                        "unsupported: rank %d's end of rail %lld is not "
-                       "attached to the window (Open MPI's "
-                       "osc_rdma_max_attach)",
-                       far.rank, (long long)rig_rail_id(rail));
+                       "attached to the window (it was full: osc %s%s)",
+                       far.rank, (long long)rig_rail_id(rail),
+                       osc != NULL ? osc : "?",
+                       osc != NULL && strcmp(osc, "rdma") == 0
+                           ? ", osc_rdma_max_attach"
+                           : "");
     }
     out->rank = far.rank;
     out->counts = (MPI_Aint)far.counts;
@@ -788,6 +808,16 @@ char *rig_end_failure(const rig_end *e)
     return job != NULL ? failure_of(job->t, closed) : NULL;
 }
 
+/* Whether a rank of the job died (as opposed to leaving by finishing its
+ * close): once the closing barrier completed, only a death stops the
+ * collective frees. */
+static bool close_died(rig_job *job)
+{
+    bool died = false;
+    rig_transport_gone(job->t, &died);
+    return died;
+}
+
 /* MPI_Ibarrier on the job's communicator that gives up (false) once the
  * transport names a rank that left the job, so closing never waits for a
  * dead rank.  A rank that left before this rank's close began is gone
@@ -812,16 +842,22 @@ static bool close_barrier(rig_job *job)
         }
         if (flag) {
             /* A rank that gave its part before it died completes the
-             * barrier too; one known gone would never join the window's
-             * free. */
-            return rig_transport_gone(job->t, NULL) < 0;
+             * barrier too, and would never join the window's free.  One
+             * that left by finishing its own close (its endpoints or
+             * links dropped before this rank saw the barrier complete)
+             * did close: it frees the same windows at MPI_Finalize, so
+             * it must not make this rank abandon them (both would then
+             * wait in different windows' frees). */
+            return !close_died(job);
         }
-        int left = rig_transport_gone(job->t, NULL);
+        bool died = false;
+        int left = rig_transport_gone(job->t, &died);
         if (left >= 0) {
             uint64_t now = rig_now_ns();
             if (since == 0) {
                 since = now;
-            } else if (now - since > CLOSE_GRACE_NS) {
+            } else if (now - since >
+                       (died ? CLOSE_GRACE_NS : CLOSE_CLOSED_GRACE_NS)) {
                 rig_log(RIG_LOG_WARN,
                         "rank %d: closing the job without rank %d, which "
                         "left it",
@@ -855,7 +891,7 @@ bool rig_job_close(rig_job *job)
      * MPI_Finalize (a rank that died after giving its part to the barrier
      * would block it; MPI_Finalize waits for every rank anyway). */
     rig_window_end(job->window, all);
-    all = rig_transport_gone(job->t, NULL) < 0 && all;
+    all = !close_died(job) && all;
     /* Its last look: a rank that died, even during the close, makes
      * MPI_Finalize wait for good; one that left by finalizing MPI is
      * there for MPI_Finalize. */
@@ -889,6 +925,7 @@ bool rig_transport_info(FILE *out, char **err)
     } else {
         fprintf(out, "  selected:        %s (%s)\n", sel->name, sel->about);
     }
+    rig_window_describe(out);
     for (size_t i = 0; rig_transport_at(i) != NULL; i++) {
         const rig_transport_ops *ops = rig_transport_at(i);
         fprintf(out, "  [%s%s]\n", ops->name,

@@ -20,6 +20,8 @@ src_rail_librail_la_SOURCES = \
 	src/rail/base/finalize.c \
 	src/rail/base/failure.h \
 	src/rail/base/failure.c \
+	src/rail/base/liveness.h \
+	src/rail/base/liveness.c \
 	src/rail/ucx/ucx_internal.h \
 	src/rail/ucx/transport.c \
 	src/rail/ucx/progress.c \

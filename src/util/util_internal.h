@@ -69,14 +69,22 @@ void rig_backoff_yields(bool (*yields)(void));
  * Builds without NDEBUG check it on every rig_lock (a per-thread mask of
  * the levels held) and abort naming both levels; with NDEBUG these are
  * pthread_mutex_lock and _unlock. */
+/* rig_trylock takes the lock only if it is free (true), whatever is held
+ * (a try cannot wait in a cycle). */
 #ifndef NDEBUG
 void rig_lock(pthread_mutex_t *m, unsigned level);
+bool rig_trylock(pthread_mutex_t *m, unsigned level);
 void rig_unlock(pthread_mutex_t *m, unsigned level);
 #else
 static inline void rig_lock(pthread_mutex_t *m, unsigned level)
 {
     (void)level;
     pthread_mutex_lock(m);
+}
+static inline bool rig_trylock(pthread_mutex_t *m, unsigned level)
+{
+    (void)level;
+    return pthread_mutex_trylock(m) == 0;
 }
 static inline void rig_unlock(pthread_mutex_t *m, unsigned level)
 {

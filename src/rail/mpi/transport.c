@@ -114,11 +114,33 @@ static bool mpi_open(const rig_transport_params *p, rig_transport **out,
 }
 
 /* Nothing to swap: pair communicators and windows are made rail by rail.
- * Every rank of this node is watched from now on, rails or not. */
+ * Every rank of this node is watched from now on, rails or not.
+ *
+ * Ranks on different nodes are refused.  Open MPI's osc ucx over TCP
+ * completes MPI_Win_flush only once the target's UCX worker is
+ * progressed, and a rank waiting on a rail never enters MPI: rails hung
+ * (seen with gdb; a helper thread calling MPI_Iprobe made them work, at
+ * 9-70 ms a round trip).  With Debian's defaults (osc ^ucx,pt2pt) no
+ * component reaches another node at all, and a peer's death or a cut link
+ * on another node is invisible to MPI RMA.  Every rank sees some rank
+ * off its node, so every rank refuses alike. */
 static bool mpi_wire(rig_transport *t, const rig_transport_wiring *w,
                      char **err)
 {
     rig_mpi *m = rig_mpi_of(t);
+    for (int r = 0; r < m->size; r++) {
+        if (!w->local[r]) {
+            return rig_err(err,
+                           "unsupported: RIG_TRANSPORT=mpi carries rails "
+                           "between ranks of one node only, and ranks %d "
+                           "and %d are on different nodes: across nodes "
+                           "MPI's one-sided calls over a network without "
+                           "RDMA complete only when the target calls MPI, "
+                           "which a rank waiting on a rail does not (use "
+                           "the ucx transport)",
+                           m->rank, r);
+        }
+    }
     m->window = w->window;
     m->handshake.window = w->window;
     return rig_mpi_watch_start(m, w, err);
@@ -405,6 +427,10 @@ static bool mpi_info(FILE *out, char **err)
     if (init && !fin) {
         MPI_Query_thread(&level);
     }
+    fprintf(out, "  nodes:           one: a job whose ranks are on "
+                 "several nodes is refused at\n"
+                 "                   rig_job_open (MPI RMA there waits for "
+                 "the target to call MPI)\n");
     fprintf(out, "  MPI threads:     %s\n",
             level == MPI_THREAD_MULTIPLE ? "multiple: ready from any thread"
             : level < 0                  ? "(MPI not initialised)"

@@ -129,6 +129,7 @@ static bool uend_make(void *self, int peer, int64_t id,
     }
     memset(e, 0, sizeof(*e));
     atomic_init(&e->wakes, 0);
+    atomic_init(&e->queued, false);
     e->ucx = u;
     e->peer = peer;
     e->id = id;
@@ -282,6 +283,16 @@ static bool uend_connect(void *end, const void *desc, size_t len,
             }
         }
     }
+    if (map == NULL) {
+        atomic_store(&u->net_path, true); /* progress.c's safety poll */
+    }
+    /* The peer may send as soon as its side is made: the end takes runs
+     * from now on (carrier.c). */
+    if (!rig_uend_index_add(e, err)) {
+        ucp_rkey_destroy(rkey);
+        rig_unlock(&u->worker_lock, UCX_LOCK_WORKER);
+        return false;
+    }
     rig_unlock(&u->worker_lock, UCX_LOCK_WORKER);
 
     rig_end_desc d = {
@@ -321,6 +332,7 @@ static bool uend_connect(void *end, const void *desc, size_t len,
 
 err_rkey:
     rig_lock(&u->worker_lock, UCX_LOCK_WORKER);
+    rig_uend_index_del(e);
     ucp_rkey_destroy(rkey);
     rig_unlock(&u->worker_lock, UCX_LOCK_WORKER);
     return false;
@@ -359,6 +371,7 @@ void rig_uend_free(rig_uend *e)
 {
     rig_ucx *u = e->ucx;
     rig_lock(&u->worker_lock, UCX_LOCK_WORKER);
+    rig_uend_index_del(e);
     if (e->rkey != NULL) {
         ucp_rkey_destroy(e->rkey);
         e->rkey = NULL;
@@ -383,7 +396,7 @@ static void uend_discard(void *end, rig_rail *rail, bool together)
 
 /* ---- freeing released rails ---------------------------------------------- */
 
-/* Released, in the job, with no batch of puts in flight: nothing of this
+/* Released, in the job, with no run message in flight: nothing of this
  * rank will touch the peer's end any more once the endpoint is flushed.
  * List and worker locks held. */
 static bool released_quiet(const rig_uend *e, int peer)
@@ -456,7 +469,7 @@ static void uend_released(void *self, int peer, int64_t **ids, size_t *n)
     if (out == NULL) {
         return;
     }
-    /* Failure puts of these ends, if any, were posted before they were
+    /* Failure notices of these ends, if any, were posted before they were
      * released: the flush makes sure they all landed. */
     if (!flush_peer(u, peer)) {
         free(out);

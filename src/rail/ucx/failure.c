@@ -28,7 +28,7 @@
  * a message latency, whether or not it shares a rail with the origin.  A
  * rank that learns of a failure this way does not send it on.  Then every
  * rank raises the counts of its rail peers' ends of the rails it holds
- * (stores into mapped ends, puts of RIG_COUNT_FAILED otherwise), which is
+ * (stores into mapped ends, a notice message on the rail otherwise), which is
  * faster than the message; a rank whose counts a peer raised before its
  * message came takes the failure in when asked (rig_ucx_failed), with a
  * stand-in reason until the message brings the real one.
@@ -225,6 +225,18 @@ static void peer_died(rig_ucx *u, int r)
     rig_failure_peer_gone(&u->fail, r, "died");
 }
 
+void rig_ucx_link_lost(void *self, int r, const char *how, bool closed)
+{
+    rig_ucx *u = self;
+    if (closed && atomic_load(&u->closing)) {
+        /* A peer that finished its close closes its links: like an
+         * endpoint error while closing, it only leaves (transport.c). */
+        rig_failure_left(&u->fail, r, RIG_LEFT_CLOSING);
+        return;
+    }
+    rig_failure_peer_gone(&u->fail, r, how);
+}
+
 bool rig_fail_watch(rig_ucx *u, const rig_transport_wiring *w, char **err)
 {
     rig_failure_know(&u->fail, w);
@@ -404,7 +416,7 @@ void rig_ucx_finalize(rig_transport *t, const char *why)
  * rank where the failure started, which wakes this rank's progress
  * thread. */
 
-/* Endpoint errors and failed puts arrive inside ucp_worker_progress, under
+/* Endpoint errors and failed sends arrive inside ucp_worker_progress, under
  * the worker lock and possibly on a thread in a wake: the failure is
  * handed to the progress thread (failing takes the list lock, which comes
  * first). */
@@ -453,7 +465,7 @@ static void tell_peers(rig_ucx *u)
     atomic_store(&u->told, true);
 }
 
-void rig_fail_progress(rig_ucx *u)
+bool rig_fail_progress(rig_ucx *u)
 {
     char *why = atomic_exchange(&u->pending_why, NULL);
     if (why != NULL) {
@@ -467,5 +479,7 @@ void rig_fail_progress(rig_ucx *u)
     }
     if (atomic_exchange(&u->tell_peers, false)) {
         tell_peers(u);
+        return true;
     }
+    return false;
 }

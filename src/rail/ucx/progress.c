@@ -1,14 +1,35 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* The UCX transport's progress thread.
  *
- * One thread per job.  It sleeps in epoll on the worker's event fd, an
- * eventfd and the pidfds of same-node peers whenever no put is outstanding
- * (ucp_worker_arm): an idle job uses no CPU.  While puts are outstanding
- * it progresses the worker with backoff (spin, yield, sleep); it also
- * serves transports whose target must progress (TCP), runs UCX keepalive
- * (every wake_ms when peers on other nodes need it) and fails the job for
- * code that could not (failure.c).  A failed count needs no re-raising:
- * nothing lowers it (carrier.c). */
+ * One thread per job, driven by events: it progresses the worker until
+ * nothing is left to do, arms it (ucp_worker_arm) and sleeps in epoll on
+ * the worker's event fd, an eventfd (rig_ucx_kick) and the pidfds of
+ * same-node peers: an idle job uses no CPU.  (Links to peers on other
+ * nodes have a thread of their own, liveness.h, which a long progress
+ * call cannot delay.)
+ *
+ * Messages in flight do not make it poll: over TCP one moves on when its
+ * socket can take more or an acknowledgement comes back, and both are
+ * events of the worker's fd; the thread sleeps until then (at most 1 ms,
+ * a guard for a transport that signals no completion), where it used to
+ * back off into sleeps of up to 100 us that held `sent` back.  After
+ * activity it keeps polling for a short while (linger_ns) before it
+ * sleeps, so that the next message of a burst or a ping-pong is handled
+ * without an epoll wake-up and a thread switch.
+ *
+ * Nor does it trust the worker's events alone while the job has ends on
+ * the network path: over TCP, UCX 1.13 completed a send whose last bytes
+ * (an eager fragment, a rendezvous's final message) were still queued,
+ * and its wake-up never came -- the receiver waited forever with every
+ * progress thread asleep (test_rails' 4 MiB ping-pong at 3 ranks under
+ * load).  So an idle wait is bounded: 1 ms after activity, doubling to
+ * 100 ms: a lost wake-up costs at most that, and an idle job a wake-up
+ * every 100 ms.
+ *
+ * It also carries for ends whose carrier found the worker lock taken
+ * (carrier.c), fails the job for code that could not (failure.c), closes
+ * the endpoints of lost peers once they are told.  A failed count needs
+ * no re-raising: nothing lowers it (carrier.c). */
 #include "ucx_internal.h"
 
 #include <errno.h>
@@ -17,6 +38,13 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+/* How long the thread polls after its last activity before it sleeps. */
+#define LINGER_NS 50000u
+/* The longest sleep while messages are outstanding. */
+#define BUSY_WAIT_MS 1
+/* The longest idle sleep with ends on the network path. */
+#define SAFETY_MAX_MS 100
+
 void rig_ucx_kick(rig_ucx *u)
 {
     uint64_t one = 1;
@@ -24,41 +52,78 @@ void rig_ucx_kick(rig_ucx *u)
     (void)n; /* a full counter already wakes the thread */
 }
 
+/* One pass over the worker, under the worker lock: whether it did
+ * anything, and (when idle) whether the worker is armed for epoll. */
+static bool worker_pass(rig_ucx *u, bool *armed, bool *busy)
+{
+    bool did = false;
+    rig_lock(&u->worker_lock, UCX_LOCK_WORKER);
+    while (ucp_worker_progress(u->worker) != 0) {
+        did = true;
+    }
+    *busy = atomic_load(&u->outstanding) != 0;
+    *armed = false;
+    if (!did) {
+        ucs_status_t st = ucp_worker_arm(u->worker);
+        *armed = st == UCS_OK;
+        did = st == UCS_ERR_BUSY; /* events came meanwhile */
+    }
+    rig_unlock(&u->worker_lock, UCX_LOCK_WORKER);
+    return did;
+}
+
 static void *progress_main(void *arg)
 {
     rig_ucx *u = arg;
-    rig_backoff b = {0};
-    struct epoll_event ev[4];
+    uint64_t active = rig_now_ns(); /* the last time there was work */
+    int safety = 1; /* the next idle wait's bound (network path) */
+    struct epoll_event ev[8];
     while (!atomic_load(&u->stop)) {
-        rig_fail_progress(u);
-        rig_lock(&u->worker_lock, UCX_LOCK_WORKER);
-        while (ucp_worker_progress(u->worker) != 0) {
+        if (rig_fail_progress(u)) {
+            rig_ucx_eps_drop_left(u);
         }
-        long busy = atomic_load(&u->outstanding);
-        ucs_status_t st = UCS_OK;
-        if (busy == 0) {
-            st = ucp_worker_arm(u->worker);
+        if (atomic_load(&u->handoff) != NULL) {
+            rig_carrier_handoffs(u);
+            active = rig_now_ns();
         }
-        rig_unlock(&u->worker_lock, UCX_LOCK_WORKER);
-        if (busy != 0) {
-            rig_backoff_step(&b);
+        bool armed, busy;
+        if (worker_pass(u, &armed, &busy)) {
+            active = rig_now_ns();
             continue;
         }
-        b.spins = 0;
-        if (st == UCS_ERR_BUSY) {
-            continue;
+        int timeout;
+        if (rig_now_ns() - active < LINGER_NS) {
+            timeout = 0; /* a burst may go on: look again at once */
+        } else if (!armed) {
+            timeout = 0;
+        } else {
+            timeout = busy ? BUSY_WAIT_MS : u->wake_ms;
         }
-        int n = epoll_wait(u->epfd, ev, 4, u->wake_ms);
-        if (n == 0) {
+        if (timeout != 0 && atomic_load(&u->net_path)) {
+            if (timeout < 0 || safety < timeout) {
+                timeout = safety;
+            }
+            safety = safety * 2 < SAFETY_MAX_MS ? safety * 2 : SAFETY_MAX_MS;
+        }
+        if (timeout == 0) {
+            rig_cpu_relax();
+            safety = 1;
+        }
+        int n = epoll_wait(u->epfd, ev, 8, timeout);
+        if (n == 0 && timeout != 0) {
             rig_fail_poll(u); /* and keepalive runs in the next progress */
         }
         for (int i = 0; i < n; i++) {
-            if (ev[i].data.fd == u->eventfd) {
+            int fd = ev[i].data.fd;
+            if (fd == u->eventfd) {
                 uint64_t v;
                 ssize_t r = read(u->eventfd, &v, sizeof(v));
                 (void)r;
-            } else if (ev[i].data.fd != u->efd) {
-                rig_fail_event(u, ev[i].data.fd);
+                active = rig_now_ns();
+            } else if (fd == u->efd) {
+                active = rig_now_ns();
+            } else {
+                rig_fail_event(u, fd);
             }
         }
     }

@@ -12,10 +12,8 @@
  * its own context with ucp_config_modify, which UCX applies to the
  * interfaces as the worker opens them: the application's environment and
  * every other UCX context stay as they were.  A user's own UCX_* variable
- * for the same setting wins.  Atomics run in UCX's "cpu" mode: the put
- * path stores a peer's `arrived` by a compare-and-swap (carrier.c), which
- * must be atomic with the peer's own CPU compare-and-swap that raises it
- * to RIG_COUNT_FAILED (a device atomic need not be). */
+ * for the same setting wins.  No remote atomics: across nodes a run is an
+ * active message whose receiver raises its own `arrived` (carrier.c). */
 #include "ucx_internal.h"
 
 #include <errno.h>
@@ -118,25 +116,13 @@ static bool context_make(int size, uint64_t keepalive_ms, ucp_context_h *out,
         ucp_config_release(cfg);
         return false;
     }
-    const char *mode = getenv("UCX_ATOMIC_MODE");
-    if (mode == NULL || mode[0] == '\0') {
-        st = ucp_config_modify(cfg, "ATOMIC_MODE", "cpu");
-        if (st != UCS_OK) {
-            ucp_config_release(cfg);
-            return rig_err(err,
-                           "system: ucp_config_modify(ATOMIC_MODE=cpu) "
-                           "failed: %s",
-                           rig_ucs_str(st));
-        }
-    }
     ucp_params_t p = {
         .field_mask = UCP_PARAM_FIELD_FEATURES |
                       UCP_PARAM_FIELD_MT_WORKERS_SHARED |
                       UCP_PARAM_FIELD_ESTIMATED_NUM_EPS,
-        /* AM: the failure message (failure.c); AMO64: `arrived` on the put
-         * path (carrier.c). */
-        .features = UCP_FEATURE_RMA | UCP_FEATURE_WAKEUP | UCP_FEATURE_AM |
-                    UCP_FEATURE_AMO64,
+        /* RMA: mapped ends (ucp_rkey_ptr); AM: runs across nodes
+         * (carrier.c) and the failure message (failure.c). */
+        .features = UCP_FEATURE_RMA | UCP_FEATURE_WAKEUP | UCP_FEATURE_AM,
         .mt_workers_shared = 1,
         .estimated_num_eps = size > 0 ? (size_t)size : 1,
     };
@@ -217,6 +203,9 @@ static void ucx_free(rig_ucx *u)
     free(u->peer_addr);
     free(u->peer_addr_len);
     free(u->ep);
+    free(u->ep_closed);
+    free(u->index);
+    rig_liveness_close(atomic_load(&u->links));
     if (u->epfd > 0) {
         close(u->epfd);
     }
@@ -281,6 +270,9 @@ static bool ucx_open(const rig_transport_params *p, rig_transport **out,
         .failed = handshake_failed,
     };
     atomic_init(&u->told, true);
+    atomic_init(&u->handoff, NULL);
+    atomic_init(&u->links, NULL);
+    atomic_init(&u->net_path, false);
     pthread_mutex_init(&u->worker_lock, NULL);
     pthread_mutex_init(&u->list_lock, NULL);
     int size = p->size;
@@ -293,13 +285,17 @@ static bool ucx_open(const rig_transport_params *p, rig_transport **out,
     u->peer_addr = calloc((size_t)size, sizeof(*u->peer_addr));
     u->peer_addr_len = calloc((size_t)size, sizeof(*u->peer_addr_len));
     u->ep = calloc((size_t)size, sizeof(*u->ep));
-    if (u->peer_addr == NULL || u->peer_addr_len == NULL || u->ep == NULL) {
+    u->ep_closed = calloc((size_t)size, sizeof(*u->ep_closed));
+    if (u->peer_addr == NULL || u->peer_addr_len == NULL || u->ep == NULL ||
+        u->ep_closed == NULL) {
         rig_err(err, "nomem: peer tables for %d ranks", size);
         goto err_free;
     }
     if (!keepalive_resolve(&u->keepalive_ms, err) ||
+        !rig_liveness_setting(&u->peer_timeout_ms, err) ||
         !context_make(size, u->keepalive_ms, &u->context, err) ||
-        !worker_make(u->context, &u->worker, err) || !rig_fail_init(u, err)) {
+        !worker_make(u->context, &u->worker, err) || !rig_fail_init(u, err) ||
+        !rig_carrier_init(u, err)) {
         goto err_free;
     }
     ucs_status_t st = ucp_worker_get_address(
@@ -410,7 +406,19 @@ static bool ucx_wire(rig_transport *t, const rig_transport_wiring *w,
     rig_ucx *u = rig_ucx_of(t);
     u->window = w->window;
     u->handshake.window = w->window;
-    return addresses_swap(u, err) && rig_fail_watch(u, w, err);
+    bool ok = addresses_swap(u, err);
+    /* Collective: every rank makes its links, whatever happened above. */
+    rig_liveness *links = NULL;
+    char *why = NULL;
+    if (rig_liveness_open(u->handshake.comm, u->rank, u->size, w->local,
+                          u->peer_timeout_ms, rig_ucx_link_lost, u, &links,
+                          ok ? err : &why)) {
+        atomic_store(&u->links, links);
+    } else {
+        ok = false;
+        free(why);
+    }
+    return ok && rig_fail_watch(u, w, err);
 }
 
 /* An endpoint's error: inside ucp_worker_progress, under the worker lock.
@@ -443,6 +451,9 @@ bool rig_ucx_ep(rig_ucx *u, int peer, ucp_ep_h *out, char **err)
         *out = u->ep[peer];
         return true;
     }
+    if (u->ep_closed[peer]) {
+        return rig_err(err, "failed: rank %d left the job", peer);
+    }
     if (u->peer_addr[peer] == NULL) {
         return rig_err(err, "invalid: no worker address for rank %d", peer);
     }
@@ -464,6 +475,46 @@ bool rig_ucx_ep(rig_ucx *u, int peer, ucp_ep_h *out, char **err)
     /* Wire-up may need the progress thread: it was asleep. */
     rig_ucx_kick(u);
     return true;
+}
+
+/* Forced: a lost peer answers nothing, so a flush would wait for it. */
+static void ep_close_forced(rig_ucx *u, ucp_ep_h ep)
+{
+    ucp_request_param_t p = {
+        .op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS,
+        .flags = UCP_EP_CLOSE_FLAG_FORCE,
+    };
+    ucs_status_ptr_t req = ucp_ep_close_nbx(ep, &p);
+    if (UCS_PTR_IS_PTR(req)) {
+        rig_backoff b = {0};
+        while (ucp_request_check_status(req) == UCS_INPROGRESS) {
+            ucp_worker_progress(u->worker);
+            rig_backoff_step(&b);
+        }
+        ucp_request_free(req);
+    }
+}
+
+void rig_ucx_eps_drop_left(rig_ucx *u)
+{
+    rig_lock(&u->worker_lock, UCX_LOCK_WORKER);
+    for (int r = 0; r < u->size; r++) {
+        if (r == u->rank || u->ep_closed[r] ||
+            !rig_failure_has_left(&u->fail, r)) {
+            continue;
+        }
+        /* Carriers and failure notices check ep_closed under the worker
+         * lock before they use an end's endpoint.  The rkeys stay until
+         * the ends go (an rkey outliving its endpoint is what close does
+         * too). */
+        u->ep_closed[r] = true;
+        if (u->ep[r] == NULL) {
+            continue;
+        }
+        ep_close_forced(u, u->ep[r]);
+        u->ep[r] = NULL;
+    }
+    rig_unlock(&u->worker_lock, UCX_LOCK_WORKER);
 }
 
 /* ---- rails ----------------------------------------------------------------
@@ -530,9 +581,12 @@ static bool ucx_close(rig_transport *t, bool all)
     (void)all;
     rig_ucx *u = rig_ucx_of(t);
     rig_progress_stop(u);
+    /* Peers may outlive this close: they saw closing, and ignore the
+     * links' hang-up from now on. */
+    rig_liveness_close(atomic_exchange(&u->links, NULL));
     rig_lock(&u->list_lock, UCX_LOCK_LIST);
     rig_lock(&u->worker_lock, UCX_LOCK_WORKER);
-    /* Endpoints first, which purges puts still in flight (their callbacks
+    /* Endpoints first, which purges messages still in flight (their callbacks
      * find their ends alive), then the rkeys they used.  Forced closes:
      * peers close theirs at the same time and a flush would wait for them. */
     for (int r = 0; r < u->size; r++) {
@@ -635,7 +689,12 @@ static bool ucx_info(FILE *out, char **err)
     free(text);
     fprintf(out, "\n  same-node rails: %s\n",
             shm ? "plain stores into mapped ends (sysv/posix)"
-                : "UCX puts (no shared-memory transport)");
+                : "one UCX active message a run (no shared-memory "
+                  "transport)");
+    fprintf(out, "  other nodes:     one UCX active message a run; a TCP "
+                 "link per rank watched\n"
+                 "                   (RIG_PEER_TIMEOUT_MS: a silent rank is "
+                 "lost after it)\n");
 
     hwloc_topology_t topo;
     if (!topology_load(&topo, err)) {
@@ -663,7 +722,7 @@ static bool ucx_info(FILE *out, char **err)
 
 const rig_transport_ops rig_ucx_ops = {
     .name = "ucx",
-    .about = "UCX puts and mapped stores",
+    .about = "mapped stores on a node, UCX active messages across",
     .open = ucx_open,
     .wire = ucx_wire,
     .rail = ucx_rail,

@@ -6,7 +6,7 @@
  *                close, endpoints, rig_info, the ops table
  *   progress.c   the progress thread
  *   end.c        ends: the pair protocol's steps, release, the list
- *   carrier.c    wake and carrying: mapped stores, UCX puts
+ *   carrier.c    wake and carrying: mapped stores, run messages
  *   failure.c    failing, watching peers, telling every rank
  *   memory.c     end memory (UCX-allocated, NUMA-bound, CUDA-registered)
  *   cuda.c       libcuda, loaded at run time
@@ -15,7 +15,7 @@
  * without NDEBUG):
  *   1. list_lock   (UCX_LOCK_LIST)    the list of ends, refs, failure
  *   2. worker_lock (UCX_LOCK_WORKER)  every UCX call on the worker or
- *                                     context, and the put path's state
+ *                                     context, and the network path's state
  *   3. the job window's lock (RIG_WINDOW_LOCK_LEVEL, window.h)
  * A thread holding the worker lock never takes the list lock: code that
  * runs inside ucp_worker_progress (endpoint errors, the failure message)
@@ -26,6 +26,7 @@
 
 #include "../base/failure.h"
 #include "../base/handshake.h"
+#include "../base/liveness.h"
 #include "../base/transport.h"
 
 #include "../../util/util_internal.h"
@@ -80,15 +81,29 @@ void rig_endmem_free(rig_ucx *u, rig_endmem *m);
 
 /* ---- ends --------------------------------------------------------------- */
 
-/* A batch of puts of one wake on the put path: the puts up to count c and
- * the compare-and-swap of `arrived` from `old` (the count the previous
- * batch stored; on completion what was there) to `value`. */
+/* What a run message says (carrier.c): the receiver's rail, the counts
+ * it carries, its place in the end's sequence. */
+typedef struct {
+    int64_t id;     /* the rail (the same id at both ends) */
+    uint64_t first; /* the count after the previous message's; 0: a
+                     * failure notice */
+    uint64_t from;  /* the first count whose bytes it holds (first, or
+                     * later when ready jumped: rig_carry_from) */
+    uint64_t count; /* the last count carried: `arrived` once it landed */
+    uint32_t seq;   /* the end's messages, numbered from 0 */
+    uint32_t pad;
+} rig_run_hdr;
+
+/* A message of one wake on the network path: the transfers up to count
+ * c, sent as one active message whose sources are iov. */
 typedef struct {
     uint64_t c;
-    uint64_t value;
-    uint64_t old;
     unsigned pending; /* requests not completed yet */
     rig_uend *end;
+    rig_run_hdr hdr;   /* valid until the send completes */
+    ucp_dt_iov_t *iov; /* the sources: iov_inline, or malloc'd */
+    size_t niov;
+    ucp_dt_iov_t iov_inline[4];
 } rig_batch;
 
 #define RIG_BATCHES 32
@@ -118,13 +133,25 @@ struct rig_uend {
     rig_ucx *ucx;
     uint8_t *peer_counts_map; /* mapped peer counts, or NULL */
 
-    /* The put path (worker lock). */
+    /* The network path (worker lock): messages sent, and received. */
     ucp_ep_h ep;
     ucp_rkey_h rkey;
     uint64_t peer_counts, peer_in_addr;
     rig_batch batch[RIG_BATCHES]; /* ring: batches not yet sent */
     unsigned batch_head, batch_n;
-    uint64_t put_arrived; /* the peer's `arrived` as the last batch set it */
+    uint32_t tx_seq;    /* the next message's number */
+    bool ring_full;     /* a wake found the ring full: carry on retire */
+    uint64_t rx_next;   /* the first count of the next message */
+    uint32_t rx_seq;    /* the next message to arrive */
+    uint32_t rx_retire; /* the next message whose landing moves arrived */
+    uint64_t rx_done[RIG_BATCHES]; /* landed messages' counts, by seq */
+    struct rig_span *rspan;        /* back-to-back transfers by dst (receive) */
+    rig_uend *index_next;          /* the transport's index by id */
+    bool indexed;
+    /* Handed to the progress thread by a carrier that found the worker
+     * lock taken (atomic: any thread pushes, the thread pops). */
+    atomic_bool queued;
+    rig_uend *queue_next;
 
     /* Cold. */
     int peer;
@@ -158,10 +185,12 @@ struct rig_ucx {
     rig_handshake handshake; /* the pair protocol's view of this transport */
     rig_window *window;      /* the job's, from wire */
 
-    /* Peers: worker addresses and endpoints (made on first use). */
+    /* Peers: worker addresses and endpoints (made on first use; closed
+     * for good, ep_closed, once the peer is lost: worker lock). */
     uint8_t **peer_addr;
     size_t *peer_addr_len;
     ucp_ep_h *ep;
+    bool *ep_closed;
 
     /* Topology and where ends go. */
     hwloc_topology_t topo;
@@ -186,11 +215,23 @@ struct rig_ucx {
     bool fail_origin;               /* the failure started here: tell every rank
                                      * (list lock; set once, with the reason) */
     atomic_bool tell_peers;         /* the progress thread still has to */
-    atomic_bool told;      /* every rank was told (or did not need to) */
-    atomic_bool closing;   /* endpoint errors are expected now: they only
-                            * mark their rank gone */
-    uint64_t keepalive_ms; /* RIG_KEEPALIVE_MS */
+    atomic_bool told;         /* every rank was told (or did not need to) */
+    atomic_bool closing;      /* endpoint errors are expected now: they only
+                               * mark their rank gone */
+    uint64_t keepalive_ms;    /* RIG_KEEPALIVE_MS */
+    uint64_t peer_timeout_ms; /* RIG_PEER_TIMEOUT_MS (liveness.h) */
+    /* The links to ranks on other nodes, with their own thread (wire to
+     * close). */
+    _Atomic(rig_liveness *) links;
     int wake_ms; /* the progress thread's period, -1: none needed (wire) */
+
+    /* The network path's receiving side (carrier.c): ends by rail id,
+     * for run messages (worker lock). */
+    rig_uend **index;
+    size_t index_cap; /* a power of two */
+    /* Ends whose carrier found the worker lock taken, for the progress
+     * thread to carry (a lock-free stack). */
+    _Atomic(rig_uend *) handoff;
 
     /* The progress thread (progress.c). */
     pthread_t thread;
@@ -200,6 +241,7 @@ struct rig_ucx {
     int epfd;
     atomic_bool stop;
     atomic_long outstanding; /* batches with requests in flight */
+    atomic_bool net_path;    /* an end was connected without a mapping */
 };
 
 static inline rig_ucx *rig_ucx_of(rig_transport *t)
@@ -223,8 +265,13 @@ bool rig_ucx_config_set(ucp_config_t *cfg, const char *name, const char *value,
                         const char *const *user_vars, const char *const *tls,
                         char **err);
 
-/* The endpoint to peer, made on first use; worker lock held. */
+/* The endpoint to peer, made on first use; "failed:" once it was closed
+ * for good.  Worker lock held. */
 bool rig_ucx_ep(rig_ucx *u, int peer, ucp_ep_h *out, char **err);
+/* Closes (forced) the endpoints to every rank that left the job, for good
+ * (ep_closed), so that nothing a lost peer sent lands here later: its
+ * retransmissions meet a closed socket.  Worker lock not held. */
+void rig_ucx_eps_drop_left(rig_ucx *u);
 /* Drops one reference; the last frees the transport.  Takes list_lock. */
 void rig_ucx_unref(rig_ucx *u);
 
@@ -253,8 +300,18 @@ rig_uend *rig_uend_find(rig_ucx *u, const rig_rail *r);
 
 /* ---- carrier.c ---------------------------------------------------------- */
 
+/* Registers the run message's handler on the worker. */
+bool rig_carrier_init(rig_ucx *u, char **err);
 /* The ABI end's wake (rig/provider.h, step 3). */
 void rig_uend_wake(void *self, uint64_t c);
+/* Carries for the ends handed to the progress thread (progress thread, no
+ * lock held). */
+void rig_carrier_handoffs(rig_ucx *u);
+/* Enters e in the index of ends (when its rail is connected: the peer may
+ * send at once) and takes it out (before it is freed).  Worker lock
+ * held. */
+bool rig_uend_index_add(rig_uend *e, char **err);
+void rig_uend_index_del(rig_uend *e);
 /* Tells e's peer that the job failed: its counts of this rail go to FAILED.
  * Worker lock held. */
 void rig_uend_fail_peer(rig_uend *e);
@@ -274,11 +331,17 @@ bool rig_fail_watch(rig_ucx *u, const rig_transport_wiring *w, char **err);
 bool rig_fail_event(rig_ucx *u, int fd);
 /* Polls same-node peers that have no pidfd (every wake_ms). */
 void rig_fail_poll(rig_ucx *u);
-/* The progress thread's turn: failures handed over, peers to tell. */
-void rig_fail_progress(rig_ucx *u);
+/* The progress thread's turn: failures handed over, peers to tell.  True
+ * when it told them (the endpoints of ranks that left then close). */
+bool rig_fail_progress(rig_ucx *u);
 /* rig_failure_peer_gone's sink (the failure state's on_gone): rank r
  * left, the job fails with why and every rank is told.  No lock held. */
 void rig_ucx_peer_gone(void *self, int r, const char *why);
+/* A link to rank r on another node was lost (liveness.h): how says what
+ * was seen; closed: the peer closed it (its process ended, or, while
+ * closing, it finished its own close).  The links' thread; no lock
+ * held. */
+void rig_ucx_link_lost(void *self, int r, const char *how, bool closed);
 /* Hands a failure to the progress thread, which fails the job: for callers
  * that hold the worker lock or run inside a wake.  Any thread. */
 void rig_ucx_fail_later(rig_ucx *u, const char *fmt, ...) RIG_PRINTF(2, 3);
