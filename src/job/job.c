@@ -26,6 +26,8 @@
 
 #include "rig/job.h"
 
+#include "job_internal.h"
+
 #include "../rail/base/failure.h"
 #include "../rail/base/transport.h"
 #include "../rail/base/window.h"
@@ -68,6 +70,7 @@ typedef struct {
 
 struct rig_job {
     MPI_Comm comm;
+    MPI_Comm rails_comm; /* rig_job_rails' collectives alone (together.c) */
     int rank, size;
     rig_transport *t;
     rig_window *window;
@@ -569,6 +572,15 @@ bool rig_job_open(MPI_Comm comm, const rig_job_options *opt, rig_job **out,
         return mpi_fail(err, rc, "MPI_Comm_dup");
     }
     MPI_Comm_set_errhandler(job->comm, MPI_ERRORS_RETURN);
+    /* rig_job_rails' own: its collectives, which a rank may abandon when
+     * the job fails, never meet the closing barrier's. */
+    rc = MPI_Comm_dup(job->comm, &job->rails_comm);
+    if (rc != MPI_SUCCESS) {
+        MPI_Comm_free(&job->comm);
+        job_free(job);
+        return mpi_fail(err, rc, "MPI_Comm_dup");
+    }
+    MPI_Comm_set_errhandler(job->rails_comm, MPI_ERRORS_RETURN);
     MPI_Comm_rank(job->comm, &job->rank);
     MPI_Comm_size(job->comm, &job->size);
 
@@ -628,17 +640,33 @@ err_close:
         /* Every rank is here (agree is collective): the window's free
          * is; the record (never listed) goes with the transport. */
         rig_window *w = job->window;
-        MPI_Comm comm = job->comm;
+        MPI_Comm comm = job->comm, rails_comm = job->rails_comm;
         rig_window_end(w, true);
         (void)rig_transport_close(job->t, true);
         rig_window_close(w, true);
         MPI_Comm_free(&comm);
+        MPI_Comm_free(&rails_comm);
         return false;
     }
     rig_window_close(job->window, true);
     MPI_Comm_free(&job->comm);
+    MPI_Comm_free(&job->rails_comm);
     job_free(job);
     return false;
+}
+
+bool rig_job_parts_of(rig_job *job, const char *fn, rig_job_parts *out,
+                      char **err)
+{
+    if (!job_check(job, fn, err)) {
+        return false;
+    }
+    *out = (rig_job_parts){.comm = job->comm,
+                           .rails_comm = job->rails_comm,
+                           .rank = job->rank,
+                           .size = job->size,
+                           .t = job->t};
+    return true;
 }
 
 int rig_job_rank(const rig_job *job)
@@ -900,6 +928,7 @@ bool rig_job_close(rig_job *job)
     job->window = NULL;
     if (all) {
         MPI_Comm_free(&job->comm); /* local: MPI's reference goes */
+        MPI_Comm_free(&job->rails_comm);
     }
     job_unref(job); /* the record goes with the transport, if not yet */
     return !died;
