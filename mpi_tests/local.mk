@@ -22,7 +22,19 @@ MPI_TEST_FILES = \
 	mpi_tests/rails_mpi_np3.mpi \
 	mpi_tests/rails_mpi_np4.mpi \
 	mpi_tests/job_mpi_np2.mpi \
-	mpi_tests/job_mpi_np3.mpi
+	mpi_tests/job_mpi_np3.mpi \
+	mpi_tests/together_np2.mpi \
+	mpi_tests/together_np3.mpi \
+	mpi_tests/together_np4.mpi \
+	mpi_tests/together_mpi_np2.mpi \
+	mpi_tests/together_mpi_np3.mpi \
+	mpi_tests/together_mpi_np4.mpi \
+	mpi_tests/together_bad_np3.mpi \
+	mpi_tests/together_bad_mpi_np3.mpi \
+	mpi_tests/together_kill_before_np3.mpi \
+	mpi_tests/together_kill_before_mpi_np3.mpi \
+	mpi_tests/together_kill_during_np3.mpi \
+	mpi_tests/together_kill_during_mpi_np3.mpi
 EXTRA_DIST += $(MPI_TEST_FILES)
 
 if RIG_RAILS
@@ -39,6 +51,15 @@ mpi_tests_test_job_CPPFLAGS = $(RIG_ABI_CPPFLAGS) $(MPI_CFLAGS) \
 mpi_tests_test_job_CFLAGS = $(RIG_CFLAGS)
 mpi_tests_test_job_LDADD = src/librig.la $(MPI_LIBS) $(HWLOC_LIBS)
 mpi_tests_test_job_LDFLAGS = $(RIG_LDFLAGS)
+
+# rig_job_rails (rig/job.h): graphs, bad input, deaths during the call
+check_PROGRAMS += mpi_tests/test_together
+mpi_tests_test_together_SOURCES = mpi_tests/test_together.c \
+	mpi_tests/mpitest.h
+mpi_tests_test_together_CPPFLAGS = $(RIG_ABI_CPPFLAGS) $(MPI_CFLAGS)
+mpi_tests_test_together_CFLAGS = $(RIG_CFLAGS)
+mpi_tests_test_together_LDADD = src/librig.la $(MPI_LIBS)
+mpi_tests_test_together_LDFLAGS = $(RIG_LDFLAGS)
 
 TESTS += $(MPI_TEST_FILES)
 

@@ -21,6 +21,9 @@
  * call of b naming a), so a rank may make any number of rails to any number
  * of peers, but -- as with blocking MPI sends -- the ranks must not wait for
  * each other in a cycle (make all-pairs rails in one global order of pairs).
+ * rig_job_rails makes every rail of every rank in one collective call,
+ * whatever order each rank lists them in: the neighbour graph of a stencil
+ * code, with no order to find.
  * A rail's id is the same at both ends and unique in the job.
  *
  * The end memory of a rail is one allocation: counts, outbound and inbound
@@ -199,6 +202,55 @@ RIG_API int rig_job_size(const rig_job *job);
 RIG_API bool rig_job_rail(rig_job *job, int peer, const rig_transfer *send,
                           size_t nsend, const rig_transfer *receive,
                           size_t nreceive, rig_rail **out, char **err);
+
+/* One rail of rig_job_rails, as rig_job_rail takes it: the peer, and the
+ * lists this rank sends and receives. */
+typedef struct {
+    int peer;
+    const rig_transfer *send;
+    size_t nsend;
+    const rig_transfer *receive;
+    size_t nreceive;
+} rig_job_rail_request;
+
+/* Makes every rail this rank names, in one call: the neighbour graph of a
+ * stencil code.  out[i] (one reference; release with rig_rail_release) is
+ * the rail of reqs[i].
+ *
+ * Collective over the job's communicator: every rank calls it (n may be
+ * 0), one call at a time per job, and no rig_job_rail naming one of its
+ * peers may run meanwhile.  Each rank lists its own requests in any
+ * order: every request naming a peer must be matched by one of that
+ * peer's naming this rank, with the lists swapped, and two or more rails
+ * between one pair are matched in the order each side lists them (the
+ * k-th request of rank a naming b with the k-th of b naming a).  No
+ * order of the lists can deadlock: rig makes the rails in one order of
+ * the pairs that every rank shares.  It continues each pair's rails of
+ * rig_job_rail (ids as that call gives them).
+ *
+ * All or nothing across the job: either every rank gets all its rails,
+ * or every rank returns false and keeps none (the rails made are
+ * released), so that no rank is left waiting for a peer that refused.
+ * This rank's own errors name the request, in rig_job_rail's words per
+ * rail: "invalid: request 2 (peer 5): send[0] has length 0" (a peer out
+ * of range or this rank, a NULL list with a nonzero count, the
+ * rig_check_transfers message -- all found before any rail is made --
+ * or lists that differ from the peer's, which both sides name),
+ * "failed:", "system:" or "nomem:" (making the rail's end, the peer's
+ * end, the job); "invalid: rank 3 names this rank in 1 request, this
+ * rank names it in 2 (request 4 is one)" for counts that do not match;
+ * "invalid:" for a NULL out, or NULL reqs with n > 0.  The other ranks
+ * then return "failed: rank R refused its requests (...)" or "failed:
+ * rank R could not make the rail of its request I".  A failed job, or a
+ * rank that dies or fails the job while the call waits: "failed: <why>"
+ * within 2 s of the death (with RIG_TRANSPORT=mpi, rig_job_rail's limit
+ * above holds for each rail).  A job that is not open: "invalid:" at
+ * once, on this rank alone (the others cannot be told).  *out is written
+ * only on success.  Calls MPI on the calling thread (non-blocking
+ * collectives on a communicator of the job's own, then rig_job_rail's
+ * exchanges): the thread rules of rig_job_rail. */
+RIG_API bool rig_job_rails(rig_job *job, const rig_job_rail_request *reqs,
+                           size_t n, rig_rail **out, char **err);
 
 /* The rank at the other end of a rail of this job, or -1 for NULL
  * arguments or a rail this job did not make.  Any thread. */
