@@ -15,6 +15,7 @@
  *
  * Methods (columns):
  *   rig         one rail per neighbour (one transfer each way: the strip),
+ *               all made by one rig_job_rails call,
  *               packed into and unpacked from the rail's copies through
  *               the run helpers of rig/wait.h; the inbound strips are
  *               unpacked in the order they arrive (rig_wait_any)
@@ -273,44 +274,37 @@ typedef struct {
 
 static rig_job *g_job;
 
-/* The rails to the neighbours, made pair by pair in one global order --
- * pairs by their lower rank, then their higher -- because rig_job_rail
- * blocks until the peer's matching call: in that order no two ranks wait
- * for each other in a cycle.  When a call that makes a rank's rails
- * together lands (issue 18, "rails made together"), this function becomes
- * that one call. */
+/* The rails to the neighbours, made in one collective call, listed in
+ * the order of the sides: rig_job_rails matches them across ranks
+ * whatever the order (a grid without wrap-around has one rail per pair,
+ * so no two requests name the same peer). */
 static void rails_make(rig_state *s, grid *g)
 {
-    int me = g_rank;
-    int order[NDIR], k = 0;
+    rig_job_rail_request req[NDIR];
+    rig_transfer t[NDIR]; /* each rail's one transfer each way */
+    rig_rail *made[NDIR];
+    int side[NDIR], k = 0;
     for (int d = 0; d < NDIR; d++) {
-        if (g->nb[d] != MPI_PROC_NULL) {
-            order[k++] = d;
+        if (g->nb[d] == MPI_PROC_NULL) {
+            continue;
         }
+        t[d] = (rig_transfer){0, 0, (int64_t)g->strip[d]};
+        req[k] = (rig_job_rail_request){.peer = g->nb[d],
+                                        .send = &t[d],
+                                        .nsend = 1,
+                                        .receive = &t[d],
+                                        .nreceive = 1};
+        side[k++] = d;
     }
-    /* Sort the sides by the pair (lower rank, higher rank). */
-    for (int i = 1; i < k; i++) {
-        for (int j = i; j > 0; j--) {
-            int a = order[j - 1], b = order[j];
-            int alo = me < g->nb[a] ? me : g->nb[a];
-            int ahi = me < g->nb[a] ? g->nb[a] : me;
-            int blo = me < g->nb[b] ? me : g->nb[b];
-            int bhi = me < g->nb[b] ? g->nb[b] : me;
-            if (alo > blo || (alo == blo && ahi > bhi)) {
-                order[j - 1] = b;
-                order[j] = a;
-            }
-        }
+    char *err = NULL;
+    if (!rig_job_rails(s->job, req, (size_t)k, made, &err)) {
+        die("%s (the rails to the neighbours)", err);
     }
     for (int i = 0; i < k; i++) {
-        int d = order[i];
-        rig_transfer t = {0, 0, (int64_t)g->strip[d]};
-        char *err = NULL;
-        if (!rig_job_rail(s->job, g->nb[d], &t, 1, &t, 1, &s->rail[d], &err)) {
-            die("%s (the rail to rank %d)", err, g->nb[d]);
-        }
+        int d = side[i];
+        s->rail[d] = made[i];
         s->runs[d] = (rig_runs){
-            .end = rig_rail_local(s->rail[d]), .nsend = 1, .nreceive = 1};
+            .end = rig_rail_local(made[i]), .nsend = 1, .nreceive = 1};
     }
 }
 
