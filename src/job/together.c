@@ -46,13 +46,16 @@
  * (a death is seen by the transport's watchers: a pidfd on this node,
  * UCX keepalive across nodes) and gives up at once with "failed:"; the
  * walk's rails do the same inside the pair protocol.  A collective given
- * up on cannot be cancelled, so MPI may still write its buffers: they are
- * left allocated (a few bytes per rank; only once, since a failed job
- * posts no more of them).  The collectives run on a communicator of their
- * own (job.c dups it at open), so that such an abandoned one never meets
- * the closing barrier's Ibarrier, and a rank that skips this call after
- * the job failed cannot leave another's close waiting.  While the job
- * has not failed, every rank posts the same three collectives in every
+ * up on cannot be cancelled (MPI_Cancel and MPI_Request_free are
+ * erroneous on a non-blocking collective), so MPI may write its buffers
+ * until MPI_Finalize: they are kept for the life of the process, on a
+ * list of their own (a few bytes per rank and job; once per job, since a
+ * failed job posts no more of them) -- the one process-wide state here,
+ * and the reason for it is MPI's.  The collectives run on a communicator
+ * of their own (job.c dups it at open), so that such an abandoned one
+ * never meets the closing barrier's Ibarrier, and a rank that skips this
+ * call after the job failed cannot leave another's close waiting.  While the
+ * job has not failed, every rank posts the same three collectives in every
  * call, so they match call by call; a rank known to have left gets none
  * posted towards it (as the closing barrier does). */
 #include "config.h"
@@ -65,6 +68,7 @@
 #include "../util/util_internal.h"
 
 #include <limits.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -83,12 +87,28 @@ static int64_t refusal(int rank, size_t request_plus_1)
 
 /* What the collectives read and write: kept allocated when a wait is
  * given up on (see above). */
-typedef struct {
-    int32_t *tell; /* to rank r: [2r] requests naming r, [2r + 1] refused */
-    int32_t *told; /* from rank r: the same of r's */
+typedef struct agreement agreement;
+struct agreement {
+    agreement *next; /* on the graveyard, once given up on */
+    int32_t *tell;   /* to rank r: [2r] requests naming r, [2r + 1] refused */
+    int32_t *told;   /* from rank r: the same of r's */
     int64_t b_in, b_out, c_in, c_out;
     MPI_Request req;
-} round;
+};
+
+/* The rounds given up on, kept reachable until the process ends (see
+ * above).  Only pushed to, never read: relaxed order suffices, as no
+ * thread reaches anything through it. */
+static _Atomic(agreement *) graveyard;
+
+static void agreement_bury(agreement *rd)
+{
+    rd->next = atomic_load_explicit(&graveyard, memory_order_relaxed);
+    while (!atomic_compare_exchange_weak_explicit(&graveyard, &rd->next, rd,
+                                                  memory_order_relaxed,
+                                                  memory_order_relaxed)) {
+    }
+}
 
 static bool mpi_fail(char **err, int rc, const char *call)
 {
@@ -110,7 +130,8 @@ static bool job_failed(rig_transport *t, char **err)
 /* Waits for rd->req, polling the job's failure with backoff.  False with
  * "failed: <why>" once the job failed (*abandoned: MPI may still use rd),
  * "system:" when MPI fails. */
-static bool round_wait(rig_transport *t, round *rd, bool *abandoned, char **err)
+static bool agreement_wait(rig_transport *t, agreement *rd, bool *abandoned,
+                           char **err)
 {
     rig_backoff b = {0};
     for (;;) {
@@ -178,7 +199,7 @@ static bool requests_check(const rig_job_parts *jp,
  * counts (rd->tell): false with "invalid: rank R names this rank in ..."
  * for the first pair that differs.  A rank that refused its requests
  * told nothing worth comparing: it is skipped (B fails the call anyway). */
-static bool counts_match(const rig_job_parts *jp, const round *rd,
+static bool counts_match(const rig_job_parts *jp, const agreement *rd,
                          const rig_job_rail_request *reqs, size_t n, char **err)
 {
     for (int r = 0; r < jp->size; r++) {
@@ -318,7 +339,7 @@ bool rig_job_rails(rig_job *job, const rig_job_rail_request *reqs, size_t n,
         return job_failed(jp.t, err);
     }
     size_t sz = (size_t)jp.size;
-    round *rd = calloc(1, sizeof(*rd));
+    agreement *rd = calloc(1, sizeof(*rd));
     int32_t *words = calloc(4 * sz, sizeof(*words));
     uint32_t *seen = calloc(sz, sizeof(*seen));
     if (rd == NULL || words == NULL || seen == NULL) {
@@ -385,7 +406,7 @@ bool rig_job_rails(rig_job *job, const rig_job_rail_request *reqs, size_t n,
         ok = false;
         goto out;
     }
-    if (!round_wait(jp.t, rd, &abandoned, ok ? &mine : NULL)) {
+    if (!agreement_wait(jp.t, rd, &abandoned, ok ? &mine : NULL)) {
         ok = false;
         goto out;
     }
@@ -409,7 +430,7 @@ bool rig_job_rails(rig_job *job, const rig_job_rail_request *reqs, size_t n,
         ok = false;
         goto out;
     }
-    if (!round_wait(jp.t, rd, &abandoned, ok ? &mine : NULL)) {
+    if (!agreement_wait(jp.t, rd, &abandoned, ok ? &mine : NULL)) {
         ok = false;
         goto out;
     }
@@ -446,7 +467,7 @@ bool rig_job_rails(rig_job *job, const rig_job_rail_request *reqs, size_t n,
             rig_transport_fail(jp.t, "failed: MPI_Iallreduce failed in "
                                      "rig_job_rails");
             ok = false;
-        } else if (!round_wait(jp.t, rd, &abandoned, ok ? &mine : NULL)) {
+        } else if (!agreement_wait(jp.t, rd, &abandoned, ok ? &mine : NULL)) {
             ok = false;
         } else if (rd->c_out != ALL_WELL && ok) {
             ok = false;
@@ -467,7 +488,9 @@ out:
     free(made);
     free(m);
     free(seen);
-    if (!abandoned) {
+    if (abandoned) {
+        agreement_bury(rd);
+    } else {
         free(rd->tell);
         free(rd);
     }
