@@ -239,14 +239,17 @@ typedef struct {
  * "failed:", "system:" or "nomem:" (making the rail's end, the peer's
  * end, the job); "invalid: rank 3 names this rank in 1 request, this
  * rank names it in 2 (request 4 is one)" for counts that do not match;
- * "invalid:" for a NULL out, or NULL reqs with n > 0.  The other ranks
+ * "invalid:" for a NULL out or reqs with n > 0.  The other ranks
  * then return "failed: rank R refused its requests (...)" or "failed:
  * rank R could not make the rail of its request I".  A failed job, or a
  * rank that dies or fails the job while the call waits: "failed: <why>"
  * within 2 s of the death (with RIG_TRANSPORT=mpi, rig_job_rail's limit
- * above holds for each rail).  A job that is not open: "invalid:" at
- * once, on this rank alone (the others cannot be told).  *out is written
- * only on success.  Calls MPI on the calling thread (non-blocking
+ * above holds for each rail).  A rank that cannot take its part in the
+ * agreement (no memory for it, an MPI call of it failing) fails the job
+ * rather than leave the others waiting: "nomem:"/"system:" there,
+ * "failed:" elsewhere.  A job that is not open: "invalid:" at
+ * once, on this rank alone (the others cannot be told).  out[0..n) is
+ * written only on success.  Calls MPI on the calling thread (non-blocking
  * collectives on a communicator of the job's own, then rig_job_rail's
  * exchanges): the thread rules of rig_job_rail. */
 RIG_API bool rig_job_rails(rig_job *job, const rig_job_rail_request *reqs,

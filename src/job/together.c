@@ -129,7 +129,8 @@ static bool job_failed(rig_transport *t, char **err)
 
 /* Waits for rd->req, polling the job's failure with backoff.  False with
  * "failed: <why>" once the job failed (*abandoned: MPI may still use rd),
- * "system:" when MPI fails. */
+ * "system:" when MPI fails (and the job is failed, so that no rank waits
+ * for this one's part). */
 static bool agreement_wait(rig_transport *t, agreement *rd, bool *abandoned,
                            char **err)
 {
@@ -138,7 +139,11 @@ static bool agreement_wait(rig_transport *t, agreement *rd, bool *abandoned,
         int flag = 0;
         int rc = MPI_Test(&rd->req, &flag, MPI_STATUS_IGNORE);
         if (rc != MPI_SUCCESS) {
+            /* The others may wait for this rank's part for good: fail
+             * the job, which ends their waits. */
             *abandoned = true;
+            rig_transport_fail(t, "failed: MPI_Test failed in a rank's "
+                                  "rig_job_rails");
             return mpi_fail(err, rc, "MPI_Test");
         }
         if (flag) {
@@ -366,10 +371,9 @@ bool rig_job_rails(rig_job *job, const rig_job_rail_request *reqs, size_t n,
     int64_t word = ALL_WELL;
 
     /* 1. This rank's requests alone. */
-    if (out == NULL || (reqs == NULL && n > 0)) {
-        ok = rig_err(&mine, "invalid: %s is NULL%s",
-                     out == NULL ? "out" : "reqs",
-                     out == NULL ? "" : " with n > 0");
+    if (n > 0 && (out == NULL || reqs == NULL)) {
+        ok = rig_err(&mine, "invalid: %s is NULL with n > 0",
+                     out == NULL ? "out" : "reqs");
         word = refusal(jp.rank, 0);
     } else if (n > INT32_MAX) {
         ok = rig_err(&mine, "invalid: n is %zu (at most %d)", n, INT32_MAX);
