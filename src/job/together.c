@@ -480,7 +480,7 @@ bool rig_job_rails(rig_job *job, const rig_job_rail_request *reqs, size_t n,
     } else {
         ok = false;
     }
-    if (ok) {
+    if (ok && n > 0) { /* out may be NULL for n = 0 */
         memcpy(out, made, n * sizeof(*made));
     } else if (made != NULL) {
         for (size_t i = 0; i < n; i++) {
