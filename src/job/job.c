@@ -766,14 +766,13 @@ bool rig_job_rail_disp(const rig_job *job, const rig_rail *rail,
     }
     if (!far.attached) {
         const char *osc = rig_window_component(job->window);
-        return rig_err(err,
-                       "unsupported: rank %d's end of rail %lld is not "
-                       "attached to the window (it was full: osc %s%s)",
-                       far.rank, (long long)rig_rail_id(rail),
-                       osc != NULL ? osc : "?",
-                       osc != NULL && strcmp(osc, "rdma") == 0
-                           ? ", osc_rdma_max_attach"
-                           : "");
+        return rig_err(
+            err,
+            "unsupported: rank %d's end of rail %lld is not "
+            "attached to the window (it was full: osc %s%s)",
+            far.rank, (long long)rig_rail_id(rail), osc != NULL ? osc : "?",
+            osc != NULL && strcmp(osc, "rdma") == 0 ? ", osc_rdma_max_attach"
+                                                    : "");
     }
     out->rank = far.rank;
     out->counts = (MPI_Aint)far.counts;
