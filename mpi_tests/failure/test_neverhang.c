@@ -113,10 +113,16 @@ static void exchange(uint64_t run)
 
 /* ---- a death, announced ------------------------------------------------- */
 
-/* The victim tells every other rank when it dies (delay_ns from now). */
+/* The victim tells every other rank when it dies (delay_ns from now).
+ * Every rank first meets the others, so that the delay counts from when
+ * the last of them got here: on a loaded machine a survivor may still be
+ * making its rails or running its exchanges 100 ms after the victim
+ * passed this point, and a death before the survivors are ready is not
+ * the case a test means. */
 static uint64_t announce(int victim, uint64_t delay_ns)
 {
     uint64_t t = 0;
+    MPI_Barrier(MPI_COMM_WORLD);
     if (me == victim) {
         t = now_ns() + delay_ns;
         for (int r = 0; r < size; r++) {
