@@ -618,10 +618,13 @@ err_close:
         job->refs = 1; /* the transport's freed hook frees the record */
         job->closed = true;
         /* Every rank is here (agree is collective): the window's free
-         * is; the record (never listed) goes with the transport. */
+         * is; the record (never listed) goes with the transport.  A
+         * rank whose peer failed its own opening has no window yet. */
         rig_window *w = job->window;
         MPI_Comm comm = job->comm;
-        rig_window_end(w, true);
+        if (w != NULL) {
+            rig_window_end(w, true);
+        }
         (void)rig_transport_close(job->t, true);
         rig_window_close(w, true);
         MPI_Comm_free(&comm);
