@@ -6,7 +6,7 @@
  *
  * Run by mpitest.sh at 2, 3 and 4 ranks (ranks 0 and 1 make the rails;
  * the others take part in the collective calls), over shared memory and
- * over UCX_TLS=tcp,self. */
+ * over RIG_UCX_TLS=tcp,self. */
 #include "mpitest.h"
 
 #include <hwloc.h>

@@ -3,7 +3,7 @@
  * all pairs, many rails, ready from threads, ready_fn, the MPI window.
  *
  * Run by mpitest.sh at 2, 3 and 4 ranks, over shared memory and over
- * UCX_TLS=tcp,self.  Arguments: --small N (ping-pong runs at sizes up to
+ * RIG_UCX_TLS=tcp,self.  Arguments: --small N (ping-pong runs at sizes up to
  * 64 B, default 10000), --sets N (random transfer sets, default 30). */
 #include "mpitest.h"
 

@@ -615,7 +615,10 @@ int main(int argc, char **argv)
     long arg = argc > 2 ? atol(argv[2]) : 0;
     const char *tr = getenv("RIG_TRANSPORT");
     const char *shm = getenv("RIG_SHM_STORES");
-    const char *tls = getenv("UCX_TLS");
+    const char *tls = getenv("RIG_UCX_TLS");
+    if (tls == NULL || tls[0] == '\0') {
+        tls = getenv("UCX_TLS");
+    }
     snprintf(transport, sizeof(transport), "%s%s%s",
              tr != NULL && tr[0] != '\0' ? tr : "ucx",
              shm != NULL && strcmp(shm, "off") == 0 ? "+puts" : "",

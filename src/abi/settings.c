@@ -30,6 +30,8 @@ static const rig_setting settings[] = {
      "plain stores to same-node peers (off: UCX puts): auto|off|on"},
     {"RIG_KEEPALIVE_MS", "500",
      "peer-failure keepalive of ranks on other nodes (ms)"},
+    {"RIG_UCX_TLS", "$UCX_TLS",
+     "UCX transport: rig's context only (any RIG_UCX_<name> beats UCX_<name>)"},
     /* executors (mesh/executors.h) */
     {"RIG_MESH_ONLINE_TIMEOUT_MS", "2000",
      "a launch's nodes must be online within it"},
