@@ -3,7 +3,8 @@
  *
  * One thread per job.  It sleeps in epoll on the worker's event fd, an
  * eventfd and the pidfds of same-node peers whenever no put is outstanding
- * (ucp_worker_arm): an idle job uses no CPU.  While puts are outstanding
+ * (ucp_worker_arm), waking at least every BACKSTOP_MS (below): an idle job
+ * uses next to no CPU.  While puts are outstanding
  * it progresses the worker with backoff (spin, yield, sleep); it also
  * serves transports whose target must progress (TCP), runs UCX keepalive
  * (every wake_ms when peers on other nodes need it) and fails the job for
@@ -16,6 +17,16 @@
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
+
+/* The longest the thread sleeps even when nothing asks it to wake: a
+ * backstop for a wakeup UCX does not deliver.  Under MPICH 4.0 (whose
+ * ch4:ucx has its own UCX context in the process) rails over UCX puts
+ * (RIG_SHM_STORES=off, RIG_UCX_TLS=tcp,self) stalled for good with both
+ * ranks' progress threads asleep on an armed worker and a wait on each
+ * side; progressing the worker again ends the stall.  The cause inside
+ * UCX is not known: the backstop turns a missed wakeup into a 20 ms
+ * delay instead of a hang, at the cost of 50 wakeups a second. */
+#define BACKSTOP_MS 20
 
 void rig_ucx_kick(rig_ucx *u)
 {
@@ -48,7 +59,8 @@ static void *progress_main(void *arg)
         if (st == UCS_ERR_BUSY) {
             continue;
         }
-        int n = epoll_wait(u->epfd, ev, 4, u->wake_ms);
+        int n = epoll_wait(u->epfd, ev, 4,
+                           u->wake_ms < 0 ? BACKSTOP_MS : u->wake_ms);
         if (n == 0) {
             rig_fail_poll(u); /* and keepalive runs in the next progress */
         }
