@@ -193,7 +193,16 @@ timeout -k 10 "$limit" "$MPIRUN" $launch "$exe" $args > "$out" 2>&1
 rc=$?
 took=$(( $(date +%s) - start ))
 cat "$out"
+# A rank the launcher has just killed (or that killed itself at the end of
+# a test, on a loaded machine) may still be exiting: it gets 3 s to go
+# before it counts as left running.
 left=$(orphans)
+waited=0
+while [ -n "$left" ] && [ "$waited" -lt 30 ]; do
+    sleep 0.1
+    waited=$((waited + 1))
+    left=$(orphans)
+done
 if [ -n "$left" ]; then
     echo "mpitest: ranks left running after mpirun ended:" $left
     # shellcheck disable=SC2086
