@@ -406,7 +406,7 @@ static void test_idle(rig_job *job)
             }
         }
     }
-    MPI_Barrier(MPI_COMM_WORLD);
+    t_barrier();
     usleep(100000); /* let wire-up settle */
     double c0 = cpu_ms();
     struct timespec ts = {1, 0};
@@ -420,7 +420,7 @@ static void test_idle(rig_job *job)
         T_FAIL("an idle job used %.2f ms of CPU in 1 s (limit %.0f)", used,
                limit);
     }
-    MPI_Barrier(MPI_COMM_WORLD);
+    t_barrier();
     for (int p = 0; p < size; p++) {
         rig_rail_release(rails[p]);
     }
