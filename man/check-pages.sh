@@ -12,11 +12,12 @@
 # source must also be one that is installed (RIG_MAN_PAGES), and every
 # setting of the table rig_settings() returns (src/abi/settings.c, a
 # {"NAME", ...} line each) must be named in bold, *NAME*, in
-# rig_settings(3).
+# rig_settings(3); every installed program (RIG_MAN_PROGRAMS) must be
+# named in the NAME line of a section-1 page.
 #
 # Environment (from AM_TESTS_ENVIRONMENT): top_srcdir, top_builddir,
 # RIG_MAN_CC, RIG_MAN_CPPFLAGS (MPI's and CUDA's flags), RIG_MAN_HEADERS,
-# RIG_MAN_PAGES.  Exit 0 all documented, 1 not, 77 when the compiler has
+# RIG_MAN_PAGES, RIG_MAN_PROGRAMS.  Exit 0 all documented, 1 not, 77 when the compiler has
 # no -aux-info (clang): say so rather than pass.
 set -u
 src=${top_srcdir:-.}
@@ -78,5 +79,18 @@ while read -r v; do
 done < "$tmp/settings"
 nset=$(wc -l < "$tmp/settings")
 [ "$nset" -gt 0 ] || { echo "check-pages: no setting found in $table"; exit 99; }
-echo "check-pages: $npub public functions, $(grep -vc '^!' "$tmp/named") page entries, $nset settings"
+# Every installed program is named by a section-1 page.
+for s in "$src"/man/*.1.scd; do
+    awk '/^# NAME/ { f = 1; next } f && NF { print; exit }' "$s" | sed 's/ - .*//; s/,/ /g' | tr ' ' '\n'
+done | grep . | sort -u > "$tmp/named1"
+nprog=0
+for p in ${RIG_MAN_PROGRAMS:-}; do
+    p=$(basename "$p" "${EXEEXT:-}")
+    nprog=$((nprog + 1))
+    if ! grep -qxF "$p" "$tmp/named1"; then
+        echo "check-pages: installed program $p has no page: add it to the NAME line of a man/*.1.scd"
+        fail=1
+    fi
+done
+echo "check-pages: $npub public functions, $(grep -vc '^!' "$tmp/named") page entries, $nset settings, $nprog programs"
 exit $fail

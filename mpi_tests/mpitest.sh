@@ -7,7 +7,7 @@
 #   np=3                       ranks (required)
 #   prog=mpi_tests/test_rails  program, relative to $top_builddir (required)
 #   args=--small 100           its arguments (optional)
-#   env=UCX_TLS=tcp,self       VAR=VALUE words exported to every rank
+#   env=RIG_UCX_TLS=tcp,self   VAR=VALUE words exported to every rank
 #   mca=NAME VALUE             an Open MPI MCA setting (may repeat; not
 #                              applied under MPICH, which has no MCA)
 #   timeout=300                seconds before the run counts as hung (300)
@@ -22,8 +22,9 @@
 #
 # Every rank gets RIG_TEST_RUN=<unique id>: after the run, processes that
 # still carry it are orphans (killed, and the test fails).  Shared-memory
-# files that appeared in /dev/shm during the run and that no process maps
-# any more (what a killed rank's UCX and Open MPI leave) are removed.
+# files that appeared in /dev/shm during the run, that no process maps any
+# more and that are 3 s old (what a killed rank's UCX and Open MPI leave,
+# not what a concurrent run is making) are removed.
 set -u
 
 # ---- the launcher --------------------------------------------------------
@@ -143,7 +144,12 @@ for o in $mpiopts; do
     launch_opt "$o"
 done
 
-# The shared-memory files of this run: new since it began, mapped by no one.
+# The shared-memory files of this run: new since it began, mapped by no one
+# -- and at least 3 s old.  Other runs go on at the same time (make -j,
+# other users): UCX makes its file, maps it and unlinks it within
+# microseconds, and a file removed in between fails that run's UCX
+# ("shm_unlink ... failed", "Shared memory error").  A younger file is
+# looked at again once it is 3 s old, by when its maker has mapped it.
 shm_before=$(ls /dev/shm 2>/dev/null | sort)
 shm_cleanup() {
     for f in $(ls /dev/shm 2>/dev/null | sort); do
@@ -152,6 +158,10 @@ shm_cleanup() {
             *) continue ;;
         esac
         echo "$shm_before" | grep -qxF "$f" && continue
+        made=$(stat -c %Y "/dev/shm/$f" 2>/dev/null) || continue
+        age=$(($(date +%s) - made))
+        [ "$age" -ge 3 ] || sleep $((3 - age))
+        [ -e "/dev/shm/$f" ] || continue
         grep -qsF "/dev/shm/$f" /proc/[0-9]*/maps && continue
         rm -f "/dev/shm/$f" && echo "mpitest: removed /dev/shm/$f (left by a dead rank)"
     done
@@ -182,7 +192,16 @@ timeout -k 10 "$limit" "$MPIRUN" $launch "$exe" $args > "$out" 2>&1
 rc=$?
 took=$(( $(date +%s) - start ))
 cat "$out"
+# A rank the launcher has just killed (or that killed itself at the end of
+# a test, on a loaded machine) may still be exiting: it gets 3 s to go
+# before it counts as left running.
 left=$(orphans)
+waited=0
+while [ -n "$left" ] && [ "$waited" -lt 30 ]; do
+    sleep 0.1
+    waited=$((waited + 1))
+    left=$(orphans)
+done
 if [ -n "$left" ]; then
     echo "mpitest: ranks left running after mpirun ended:" $left
     # shellcheck disable=SC2086

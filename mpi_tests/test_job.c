@@ -6,7 +6,7 @@
  *
  * Run by mpitest.sh at 2, 3 and 4 ranks (ranks 0 and 1 make the rails;
  * the others take part in the collective calls), over shared memory and
- * over UCX_TLS=tcp,self. */
+ * over RIG_UCX_TLS=tcp,self. */
 #include "mpitest.h"
 
 #include <hwloc.h>
@@ -457,7 +457,7 @@ static void test_idle(rig_job *job)
             }
         }
     }
-    MPI_Barrier(MPI_COMM_WORLD);
+    t_barrier();
     usleep(100000); /* let wire-up settle */
     double c0 = cpu_ms();
     struct timespec ts = {1, 0};
@@ -471,7 +471,7 @@ static void test_idle(rig_job *job)
         T_FAIL("an idle job used %.2f ms of CPU in 1 s (limit %.0f)", used,
                limit);
     }
-    MPI_Barrier(MPI_COMM_WORLD);
+    t_barrier();
     for (int p = 0; p < size; p++) {
         rig_rail_release(rails[p]);
     }

@@ -3,7 +3,7 @@
  * all pairs, many rails, ready from threads, ready_fn, the MPI window.
  *
  * Run by mpitest.sh at 2, 3 and 4 ranks, over shared memory and over
- * UCX_TLS=tcp,self.  Arguments: --small N (ping-pong runs at sizes up to
+ * RIG_UCX_TLS=tcp,self.  Arguments: --small N (ping-pong runs at sizes up to
  * 64 B, default 10000), --sets N (random transfer sets, default 30). */
 #include "mpitest.h"
 
@@ -152,7 +152,7 @@ static void test_pingpong(void)
                 }
             }
         }
-        MPI_Barrier(MPI_COMM_WORLD);
+        t_barrier();
     }
     if (rank == 0) {
         printf("ok: ping-pong, 1 B to 4 MiB, %ld runs at rank 0\n", total);
@@ -261,7 +261,7 @@ static void test_random(void)
         for (long s = 0; peer >= 0 && s < sets; s++) {
             total += random_pair(peer, s * 16 + r, 20);
         }
-        MPI_Barrier(MPI_COMM_WORLD);
+        t_barrier();
     }
     if (rank == 0) {
         printf("ok: random transfer sets, %ld runs at rank 0\n", total);
@@ -335,7 +335,7 @@ static void test_allpairs(void)
             T_LANDED(in + 40, 100, 1000, r, (unsigned)p);
         }
     }
-    MPI_Barrier(MPI_COMM_WORLD);
+    t_barrier();
     for (int p = 0; p < size; p++) {
         rig_rail_release(rails[p]);
     }
@@ -392,7 +392,7 @@ static void test_many(void)
         free(ids);
         free(rails);
     }
-    MPI_Barrier(MPI_COMM_WORLD);
+    t_barrier();
     if (rank == 0) {
         printf("ok: 1000 rails between ranks 0 and 1\n");
     }
@@ -467,7 +467,7 @@ static void test_threads(void)
                      peer, 7, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
         rig_rail_release(rail);
     }
-    MPI_Barrier(MPI_COMM_WORLD);
+    t_barrier();
     if (rank == 0) {
         printf("ok: ready from %d threads at once\n", NT);
     }
@@ -550,7 +550,7 @@ static void test_ready_fn_and_window(void)
         }
         rig_rail_release(rail);
     }
-    MPI_Barrier(MPI_COMM_WORLD);
+    t_barrier();
     if (rank == 0) {
         if (window_missing == NULL) {
             printf("ok: ready_fn through its pointer; ends read through the "

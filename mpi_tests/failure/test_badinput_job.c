@@ -167,6 +167,23 @@ static const bad_case open_collective[] = {
      "invalid: ", "RIG_KEEPALIVE_MS"},
 };
 
+/* Only the last rank's environment is bad: it refuses with its reason,
+ * the others -- whose transports opened -- with "failed:" naming it, and
+ * none crashes undoing its half-open job (the window is not made yet). */
+static void open_one_bad(void)
+{
+    int rank = 0, size = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    bool bad = rank == size - 1;
+    char *e = NULL;
+    bool ok = open_with(NULL, bad ? "RIG_NUMA" : NULL, "maybe", &e);
+    char who[32];
+    snprintf(who, sizeof(who), "rank %d", size - 1);
+    check("open, the last rank's RIG_NUMA=maybe", ok, e,
+          bad ? "invalid: " : "failed: ", bad ? "RIG_NUMA" : who);
+}
+
 /* ---- rig_job_rail and the accessors: local ------------------------------- */
 
 static int other(const rig_job *j)
@@ -462,6 +479,7 @@ int main(int argc, char **argv)
     }
     run(open_local, NCASES(open_local), NULL);
     run(open_collective, NCASES(open_collective), NULL);
+    open_one_bad();
 
     rig_job *job = NULL;
     T_OK(rig_job_open(MPI_COMM_WORLD, NULL, &job, &t_err));
@@ -485,8 +503,8 @@ int main(int argc, char **argv)
     if (t_rank == 0) {
         printf("bad input cases: %zu open, %zu rail and accessors, %zu "
                "lists\n",
-               NCASES(open_local) + NCASES(open_collective), NCASES(rail_local),
-               NCASES(lists));
+               NCASES(open_local) + NCASES(open_collective) + 1,
+               NCASES(rail_local), NCASES(lists));
     }
     MPI_Finalize();
     return 0;

@@ -79,6 +79,27 @@ static void exchange(uint64_t run)
     }
 }
 
+/* MPI_Bcast that sleeps while it waits.  MPICH's blocking calls poll
+ * without ever yielding the core: a rank done early that sat in
+ * MPI_Bcast would take a core from a rank still waiting for its
+ * failure, on a machine with fewer cores than ranks, and that rank's
+ * measured time would be the scheduler's (over 100 ms, about 1 run in 6
+ * under MPICH 4.0), not rig's.  Open MPI yields when oversubscribed. */
+static void bcast_sleeping(void *buf, int count, MPI_Datatype type, int root)
+{
+    MPI_Request req;
+    T_ASSERT(MPI_Ibcast(buf, count, type, root, MPI_COMM_WORLD, &req) ==
+             MPI_SUCCESS);
+    for (int done = 0;;) {
+        T_ASSERT(MPI_Test(&req, &done, MPI_STATUS_IGNORE) == MPI_SUCCESS);
+        if (done) {
+            return;
+        }
+        struct timespec ts = {0, 200000};
+        nanosleep(&ts, NULL);
+    }
+}
+
 /* Sends this rank's clock to peer in run `run`, the last before an event. */
 static void send_time(int peer, uint64_t run)
 {
@@ -230,7 +251,7 @@ static int test_fail(void)
     } else {
         seen = wait_failed(0 == me ? 1 : 0, 1000);
     }
-    MPI_Bcast(&t0, 1, MPI_UINT64_T, 1, MPI_COMM_WORLD);
+    bcast_sleeping(&t0, 1, MPI_UINT64_T, 1);
     check_all_failed();
     if (me != 1) {
         check_later_call(me == 0 ? 2 : 0, "rig_job_fail on rank 1: test: "

@@ -113,7 +113,12 @@ static void exchange(uint64_t run)
 
 /* ---- a death, announced ------------------------------------------------- */
 
-/* The victim tells every other rank when it dies (delay_ns from now). */
+/* The victim tells every other rank when it dies (delay_ns from now).
+ * Every rank first meets the others, so that the delay counts from when
+ * the last of them got here: on a loaded machine a survivor may still be
+ * making its rails or running its exchanges 100 ms after the victim
+ * passed this point, and a death before the survivors are ready is not
+ * the case a test means. */
 static uint64_t announce(int victim, uint64_t delay_ns)
 {
     uint64_t t = 0;
@@ -612,7 +617,10 @@ int main(int argc, char **argv)
     long arg = argc > 2 ? atol(argv[2]) : 0;
     const char *tr = getenv("RIG_TRANSPORT");
     const char *shm = getenv("RIG_SHM_STORES");
-    const char *tls = getenv("UCX_TLS");
+    const char *tls = getenv("RIG_UCX_TLS");
+    if (tls == NULL || tls[0] == '\0') {
+        tls = getenv("UCX_TLS");
+    }
     snprintf(transport, sizeof(transport), "%s%s%s",
              tr != NULL && tr[0] != '\0' ? tr : "ucx",
              shm != NULL && strcmp(shm, "off") == 0 ? "+puts" : "",

@@ -32,6 +32,8 @@ static const rig_setting settings[] = {
      "peer-failure keepalive of ranks on other nodes (ms)"},
     {"RIG_PEER_TIMEOUT_MS", "500",
      "a rank on another node silent this long is lost (ms; 0: not watched)"},
+    {"RIG_UCX_TLS", "$UCX_TLS",
+     "UCX transport: rig's context only (any RIG_UCX_<name> beats UCX_<name>)"},
     /* executors (mesh/executors.h) */
     {"RIG_MESH_ONLINE_TIMEOUT_MS", "2000",
      "a launch's nodes must be online within it"},

@@ -638,7 +638,8 @@ err_close:
         job->refs = 1; /* the transport's freed hook frees the record */
         job->closed = true;
         /* Every rank is here (agree is collective): the window's free
-         * is; the record (never listed) goes with the transport. */
+         * is; the record (never listed) goes with the transport.  A
+         * rank whose peer failed its own opening has no window yet. */
         rig_window *w = job->window;
         MPI_Comm comm = job->comm, rails_comm = job->rails_comm;
         rig_window_end(w, true);

@@ -16,6 +16,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "rig/remote_abi.h"
+
 /* A wake with one carrier at a time (above): the first waker calls
  * carry(arg) until no wake arrived meanwhile; later wakers only bump the
  * counter and return. */
@@ -28,25 +30,28 @@ void rig_wake_serial(atomic_uint_fast64_t *wakes, void (*carry)(void *),
 uint64_t rig_carry_due(const uint8_t *counts, uint64_t *carried, size_t nsend,
                        int64_t id);
 
-/* Where a carry from carried to ready starts, for n transfers a run: a
- * copy of each landing area holds only the last run that used it, so of
- * a jump past two runs only the last 2n counts need moving (each
- * transfer's last run in each copy, in order); earlier ones would land
- * where these land next.  Returns the count to carry from (carried, or
- * ready - 2n) and, when it jumped, sets *run and *j to the run and
- * transfer of that count + 1.  O(1): a jump of any size costs at most 2n
- * transfers. */
+/* Where a carry from carried to ready starts, for n transfers a run, as
+ * the index (count - 1) of the first count to carry: carried, or when
+ * ready jumped past two runs, the first of the last 2n counts -- the rule
+ * is rig_count_carry_from's (rig/remote_abi.h, which argues it), kept in
+ * that one place; this only turns its count into the carriers' run and
+ * transfer.  When it jumped, sets *run and *j to the run and transfer of
+ * that count; otherwise leaves them (the carrier's own next run and
+ * transfer).  O(1): a jump of any size, INT64_MAX - 1 included, costs at
+ * most 2n transfers.  Nothing to carry (ready <= carried, a failed count,
+ * n == 0) returns carried. */
 static inline uint64_t rig_carry_from(uint64_t carried, uint64_t ready,
                                       size_t n, uint64_t *run, size_t *j)
 {
-    uint64_t two = 2 * (uint64_t)n;
-    if (ready - carried <= two) {
+    uint64_t first = rig_count_carry_from(carried, ready, n);
+    if (first == 0) {
         return carried;
     }
-    uint64_t from = ready - two;
-    *run = from / n;
-    *j = (size_t)(from % n);
-    return from;
+    if (first != carried + 1) {
+        *run = rig_count_run(first, n);
+        *j = rig_count_transfer(first, n);
+    }
+    return first - 1;
 }
 
 #endif

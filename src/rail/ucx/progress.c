@@ -24,7 +24,8 @@
  * progress thread asleep (test_rails' 4 MiB ping-pong at 3 ranks under
  * load).  So an idle wait is bounded: 1 ms after activity, doubling to
  * 100 ms: a lost wake-up costs at most that, and an idle job a wake-up
- * every 100 ms.
+ * every 100 ms.  Off the network path an idle wait is bounded too, by
+ * BACKSTOP_MS (below).
  *
  * It also carries for ends whose carrier found the worker lock taken
  * (carrier.c), fails the job for code that could not (failure.c), closes
@@ -44,6 +45,15 @@
 #define BUSY_WAIT_MS 1
 /* The longest idle sleep with ends on the network path. */
 #define SAFETY_MAX_MS 100
+/* The longest the thread sleeps even when nothing asks it to wake: a
+ * backstop for a wakeup UCX does not deliver.  Under MPICH 4.0 (whose
+ * ch4:ucx has its own UCX context in the process) rails over UCX
+ * (RIG_SHM_STORES=off, RIG_UCX_TLS=tcp,self) stalled for good with both
+ * ranks' progress threads asleep on an armed worker and a wait on each
+ * side; progressing the worker again ends the stall.  The cause inside
+ * UCX is not known: the backstop turns a missed wakeup into a 20 ms
+ * delay instead of a hang, at the cost of 50 wakeups a second. */
+#define BACKSTOP_MS 20
 
 void rig_ucx_kick(rig_ucx *u)
 {
@@ -98,6 +108,9 @@ static void *progress_main(void *arg)
             timeout = 0;
         } else {
             timeout = busy ? BUSY_WAIT_MS : u->wake_ms;
+            if (timeout < 0 || timeout > BACKSTOP_MS) {
+                timeout = BACKSTOP_MS;
+            }
         }
         if (timeout != 0 && atomic_load(&u->net_path)) {
             if (timeout < 0 || safety < timeout) {

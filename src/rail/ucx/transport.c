@@ -44,11 +44,19 @@ static bool keepalive_resolve(uint64_t *out, char **err)
     return true;
 }
 
+/* The UCX_TLS in force on rig's context: RIG_UCX_TLS when set, else
+ * UCX_TLS (context_make says why). */
+static const char *tls_setting(void)
+{
+    const char *v = getenv("RIG_UCX_TLS");
+    return v != NULL && v[0] != '\0' ? v : getenv("UCX_TLS");
+}
+
 /* Whether UCX_TLS lets UCX use a transport named in tls (or an alias of
  * it): unset, "all", a list naming one, or a negated list naming none. */
 static bool tls_may_use(const char *const *tls)
 {
-    const char *v = getenv("UCX_TLS");
+    const char *v = tls_setting();
     if (v == NULL || v[0] == '\0') {
         return true;
     }
@@ -99,7 +107,17 @@ static bool context_make(int size, uint64_t keepalive_ms, ucp_context_h *out,
                          char **err)
 {
     ucp_config_t *cfg = NULL;
-    ucs_status_t st = ucp_config_read(NULL, NULL, &cfg);
+    /* rig's own prefix: UCX 1.13 reads every UCX_<name> of the context's
+     * table (TLS, ATOMIC_MODE, NET_DEVICES...) and then RIG_UCX_<name>,
+     * which wins.  So a job can give rig's context settings that the MPI
+     * library's own UCX context (Open MPI's pml ucx, MPICH's ch4:ucx,
+     * which read UCX_*) does not see -- RIG_UCX_TLS=tcp,self runs rig's
+     * rails over TCP while MPICH keeps its own transports (MPICH 4.0
+     * under UCX_TLS=tcp,self hung 2 runs in 3 of test_rails at 4 ranks)
+     * -- while a plain UCX_* still applies to both.  An
+     * interface's own settings (UCX_TCP_*, UCX_MM_*) UCX reads with its
+     * UCX_ prefix only. */
+    ucs_status_t st = ucp_config_read("RIG", NULL, &cfg);
     if (st != UCS_OK) {
         return rig_err(err, "system: ucp_config_read failed: %s",
                        rig_ucs_str(st));
@@ -653,7 +671,7 @@ static bool ucx_info(FILE *out, char **err)
     ucp_get_version(&major, &minor, &release);
     fprintf(out, "  UCX:             %u.%u.%u (%s)\n", major, minor, release,
             ucp_get_version_string());
-    const char *tls = getenv("UCX_TLS");
+    const char *tls = tls_setting();
     fprintf(out, "  UCX_TLS:         %s\n", tls != NULL ? tls : "(all)");
     ucp_context_h ctx;
     uint64_t keepalive_ms;

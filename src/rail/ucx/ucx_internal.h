@@ -258,7 +258,8 @@ const char *rig_ucs_str(ucs_status_t st);
 extern const rig_transport_ops rig_ucx_ops;
 /* Sets name=value on rig's UCX configuration (ucp_config_modify) unless
  * one of user_vars (NULL-ended) is set in the environment -- the user's
- * value wins -- or UCX_TLS leaves out every transport of tls (NULL-ended
+ * value wins -- or the UCX_TLS in force on rig's context (RIG_UCX_TLS,
+ * else UCX_TLS) leaves out every transport of tls (NULL-ended
  * names and aliases): UCX would warn of a setting no interface took.
  * "system:" when UCX refuses the value. */
 bool rig_ucx_config_set(ucp_config_t *cfg, const char *name, const char *value,
