@@ -319,25 +319,11 @@ const rig_host *rig_job_host(const rig_job *job, int rank)
  * the other's process. */
 static void node_key(char *out, size_t len)
 {
-    char boot[64] = "?";
-    FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
-    if (f != NULL) {
-        if (fgets(boot, sizeof(boot), f) == NULL) {
-            snprintf(boot, sizeof(boot), "?");
-        }
-        fclose(f);
-        boot[strcspn(boot, "\n")] = '\0';
-    }
-    struct stat st;
-    unsigned long long ns = 0;
-    if (stat("/proc/self/ns/pid", &st) == 0) {
-        ns = (unsigned long long)st.st_ino;
-    }
     char host[64] = {0};
     if (gethostname(host, sizeof(host) - 1) != 0) {
         snprintf(host, sizeof(host), "?");
     }
-    snprintf(out, len, "%s/%llx/%s", boot, ns, host);
+    rig_node_key(out, len, "pid", host);
 }
 
 /* What every rank says of itself at open. */

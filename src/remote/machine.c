@@ -52,21 +52,7 @@ static void topology(uint32_t *numa, uint32_t *cores)
  * attaches the other's segments by id. */
 static void node_key(char *out, size_t len, const char *host)
 {
-    char boot[64] = "?";
-    FILE *f = fopen("/proc/sys/kernel/random/boot_id", "re");
-    if (f != NULL) {
-        if (fgets(boot, sizeof(boot), f) == NULL) {
-            snprintf(boot, sizeof(boot), "?");
-        }
-        fclose(f);
-        boot[strcspn(boot, "\n")] = '\0';
-    }
-    struct stat st;
-    unsigned long long ns = 0;
-    if (stat("/proc/self/ns/ipc", &st) == 0) {
-        ns = (unsigned long long)st.st_ino;
-    }
-    snprintf(out, len, "%s/%llx/%s", boot, ns, host);
+    rig_node_key(out, len, "ipc", host);
 }
 
 /* The CUDA ordinal the backend opened (RIG_MESH_CUDA_DEVICE, mesh/cuda.h). */

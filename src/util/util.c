@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -215,3 +216,24 @@ void rig_unlock(pthread_mutex_t *m, unsigned level)
     pthread_mutex_unlock(m);
 }
 #endif
+
+void rig_node_key(char *out, size_t len, const char *ns, const char *host)
+{
+    char boot[64] = "?";
+    FILE *f = fopen("/proc/sys/kernel/random/boot_id", "re");
+    if (f != NULL) {
+        if (fgets(boot, sizeof(boot), f) == NULL) {
+            snprintf(boot, sizeof(boot), "?");
+        }
+        fclose(f);
+        boot[strcspn(boot, "\n")] = '\0';
+    }
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/self/ns/%s", ns);
+    struct stat st;
+    unsigned long long ino = 0;
+    if (stat(path, &st) == 0) {
+        ino = (unsigned long long)st.st_ino;
+    }
+    snprintf(out, len, "%s/%llx/%s", boot, ino, host);
+}

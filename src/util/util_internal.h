@@ -102,4 +102,10 @@ static inline void rig_cpu_relax(void)
 #endif
 }
 
+/* A key that two processes share when they share a kernel (its boot id),
+ * the namespace ns of /proc/self/ns ("pid": one's pid means the other's
+ * process; "ipc": one attaches the other's System V segments) and host:
+ * "<boot id>/<ns inode>/<host>". */
+void rig_node_key(char *out, size_t len, const char *ns, const char *host);
+
 #endif

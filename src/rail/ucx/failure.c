@@ -119,21 +119,7 @@ static ucs_status_t fail_am(void *arg, const void *header, size_t header_len,
 
 bool rig_fail_init(rig_ucx *u, char **err)
 {
-    ucp_am_handler_param_t p = {
-        .field_mask =
-            UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_FLAGS |
-            UCP_AM_HANDLER_PARAM_FIELD_CB | UCP_AM_HANDLER_PARAM_FIELD_ARG,
-        .id = RIG_AM_FAIL,
-        .flags = UCP_AM_FLAG_WHOLE_MSG,
-        .cb = fail_am,
-        .arg = u,
-    };
-    ucs_status_t st = ucp_worker_set_am_recv_handler(u->worker, &p);
-    if (st != UCS_OK) {
-        return rig_err(err, "system: ucp_worker_set_am_recv_handler failed: %s",
-                       rig_ucs_str(st));
-    }
-    return true;
+    return rig_ucx_am_handler(u, RIG_AM_FAIL, fail_am, err);
 }
 
 /* Sends why to every rank but this one and the dead, waiting (at most 1 s)

@@ -166,6 +166,27 @@ static bool worker_make(ucp_context_h ctx, ucp_worker_h *out, char **err)
     return true;
 }
 
+bool rig_ucx_am_handler(rig_ucx *u, unsigned id, ucp_am_recv_callback_t cb,
+                        char **err)
+{
+    ucp_am_handler_param_t p = {
+        .field_mask =
+            UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_FLAGS |
+            UCP_AM_HANDLER_PARAM_FIELD_CB | UCP_AM_HANDLER_PARAM_FIELD_ARG,
+        .id = id,
+        .flags = UCP_AM_FLAG_WHOLE_MSG,
+        .cb = cb,
+        .arg = u,
+    };
+    ucs_status_t st = ucp_worker_set_am_recv_handler(u->worker, &p);
+    if (st != UCS_OK) {
+        return rig_err(err,
+                       "system: ucp_worker_set_am_recv_handler(%u) failed: %s",
+                       id, rig_ucs_str(st));
+    }
+    return true;
+}
+
 /* The NUMA nodes of the process's cores; when it is bound to cores of more
  * than one node (or not bound), the node of the core it runs on now, so
  * that ends follow the rank as first touch would. */

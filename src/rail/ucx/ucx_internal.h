@@ -299,6 +299,11 @@ void rig_uend_unlink(rig_ucx *u, rig_uend *e);
  * held. */
 rig_uend *rig_uend_find(rig_ucx *u, const rig_rail *r);
 
+/* Registers cb (with u as its argument) as the handler of the whole
+ * active messages of id on u's worker (transport.c). */
+bool rig_ucx_am_handler(rig_ucx *u, unsigned id, ucp_am_recv_callback_t cb,
+                        char **err);
+
 /* ---- carrier.c ---------------------------------------------------------- */
 
 /* Registers the run message's handler on the worker. */
