@@ -12,7 +12,8 @@ out=$build/tests/fuzz
 mkdir -p "$out"
 cc=${FUZZ_CC:-clang}
 flags=(-g -O1 -std=gnu11 -D_GNU_SOURCE -fsanitize=fuzzer,address,undefined
-    -fno-sanitize-recover=all -I"$src/include" -I"$build" -pthread)
+    -fno-sanitize-recover=all -I"$src/include" -I"$build/include" -I"$build"
+    -pthread)
 
 run_target() { # name corpus sources... -- extra flags
     local name=$1 corpus=$2
