@@ -106,6 +106,8 @@ static bool mpi_open(const rig_transport_params *p, rig_transport **out,
     }
     pthread_mutex_init(&m->lock, NULL);
     m->refs = 1;
+    m->freed = p->freed; /* the job's record goes with m (transport.h) */
+    m->freed_arg = p->freed_arg;
     int level = MPI_THREAD_SINGLE;
     MPI_Query_thread(&level);
     m->multiple = level == MPI_THREAD_MULTIPLE;
