@@ -124,7 +124,10 @@ static void host_case(bool sigkill)
             usleep(1000);
         }
     }
-    T_EQ_U(reaped, 1); /* the keeper */
+    /* The keeper, re-parented here -- unless the host's own exit ended
+     * and reaped it first (exit() runs the library's cleanup; seen under
+     * AddressSanitizer).  Either way nothing may outlive it: below. */
+    T_TRUE(reaped <= 1);
     FILE *f = fopen(pids, "r");
     int p[2] = {0, 0};
     T_TRUE(f != NULL && fscanf(f, "%d %d", &p[0], &p[1]) == 2);
