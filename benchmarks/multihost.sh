@@ -1,83 +1,162 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: BSD-3-Clause
-# benchmarks/multihost.sh: rig's OSU-style benchmarks across 2 simulated
-# hosts (network namespaces on a bridge, mpi_tests/multihost/hosts.sh), one
-# rank a host, every method side by side in one run over the same TCP link;
-# writes benchmarks/results/<date>-<host>-multihost.md (the targets of
-# issue 14 item 5, the tables, the commands) and PNG plots, and prints the
-# tables.
+# benchmarks/multihost.sh: the multi-host mode of run.sh (`run.sh --hosts
+# 2`): rig's OSU-style benchmarks across 2 simulated hosts (network
+# namespaces on a bridge, mpi_tests/multihost/hosts.sh), one rank a host,
+# every method side by side in one run over the same TCP link, then the
+# stencil application benchmark at 2 ranks (one a host) and 4 ranks (2 a
+# host); writes benchmarks/results/<date>-<host>-mh.md (the targets of
+# issue 14 item 5 and issue 18 item 5, the tables, the commands) and PNG
+# plots, and prints the tables.
 #
-# Usage: bash benchmarks/multihost.sh [BUILD_DIR]   (default _build/quickstart)
-# Needs root and iproute2 (exits 77 and says why otherwise).
+# Usage: bash benchmarks/run.sh --hosts 2 [BUILD_DIR]  (default _build/quickstart)
+#        bash benchmarks/multihost.sh [BUILD_DIR]      (the same)
+#        $(libexecdir)/rig/rig_osu_run --hosts 2       (installed: this script
+#            and the bed's hosts.sh and agent.sh are in multihost/ beside the
+#            programs; results go to ./rig-results)
+# Needs root and iproute2 (exits 77 and says why otherwise).  The hosts
+# are torn down on every way out, INT, TERM and HUP included; a run killed
+# outright (SIGKILL) leaves them to the next run's sweep (hosts.sh).
 # Settings: RESULTS_DIR (default benchmarks/results), MPIRUN (default mpirun),
-# QUICK=1 (10 iterations, latency to 64 KiB: a smoke run of a few
-# minutes, not for the record; a full run takes an hour on a loaded
-# 2-core machine), PML=ucx
-# (Open MPI's pml ucx for the MPI methods, over the same UCX_TLS=tcp,self,
-# instead of the system's choice), ROUNDS (default 3: each measurement
+# QUICK=1 (10 iterations, latency to 64 KiB, one round of the stencil: a
+# smoke run of a few minutes, not for the record), PML=ucx (Open MPI's pml
+# ucx for the MPI methods, over the same UCX_TLS=tcp,self, instead of ob1
+# over btl tcp), ROUNDS (default 3: each point-to-point measurement
 # repeated, the median kept).
 set -euo pipefail
 
-top=$(cd "$(dirname "$0")/.." && pwd)
-build=$(cd "${1:-$top/_build/quickstart}" && pwd)
-bin=$build/benchmarks
-for b in latency bw bibw; do
-    if [ ! -x "$bin/rig_osu_$b" ]; then
-        echo "multihost.sh: missing: $bin/rig_osu_$b (build with MPI first)" >&2
+# Where the programs and the bed are: installed, this script is
+# $(pkglibexecdir)/multihost/multihost.sh with the bed's hosts.sh and
+# agent.sh beside it and the programs one folder up; in a source tree,
+# the bed is mpi_tests/multihost/ and the programs a build tree's.
+here=$(cd "$(dirname "$0")" && pwd)
+if [ -r "$here/hosts.sh" ]; then
+    bed=$here
+    if [ $# -eq 0 ]; then
+        bin=$(cd "$here/.." && pwd)
+        build=$(cd "$bin/../.." && pwd) # the prefix, as the report names it
+        rig_info=$build/bin/rig_info
+    else
+        build=$(cd "$1" && pwd)
+        bin=$build/benchmarks
+        rig_info=$build/tools/rig_info
+    fi
+    : "${RESULTS_DIR:=$PWD/rig-results}"
+    invoked="$(cd "$here/.." && pwd)/rig_osu_run --hosts 2${1:+ $build}"
+else
+    top=$(cd "$here/.." && pwd)
+    bed=$top/mpi_tests/multihost
+    build=$(cd "${1:-$top/_build/quickstart}" && pwd)
+    bin=$build/benchmarks
+    rig_info=$build/tools/rig_info
+    : "${RESULTS_DIR:=$top/benchmarks/results}"
+    invoked="bash benchmarks/run.sh --hosts 2 $build"
+fi
+# The settings given, for the report's command line.
+for v in QUICK PML ROUNDS TIMEOUT_S MPIRUN; do
+    if [ -n "${!v:-}" ]; then
+        invoked="$v=${!v} $invoked"
+    fi
+done
+for b in rig_osu_latency rig_osu_bw rig_osu_bibw rig_stencil; do
+    if [ ! -x "$bin/$b" ]; then
+        echo "multihost.sh: missing: $bin/$b (build with MPI first)" >&2
         exit 1
     fi
 done
 
 # shellcheck source=../mpi_tests/multihost/hosts.sh
-. "$top/mpi_tests/multihost/hosts.sh"
+. "$bed/hosts.sh"
 if ! why=$(mh_check); then
     echo "multihost.sh: skipped: simulated hosts: $why" >&2
     exit 77
 fi
-trap 'mh_down' EXIT
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"; mh_down' EXIT
 trap 'exit 1' INT TERM HUP
 mh_up 2
 mapfile -t hostargs < <(mh_mpirun_args 1)
+mapfile -t hostargs2 < <(mh_mpirun_args 2)
 
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-# osc ucx: the job's window (and the put method's) needs a one-sided
-# component that reaches the other host, and Debian's defaults
-# (/etc/openmpi/openmpi-mca-params.conf: osc ^ucx,pt2pt) leave none; item
-# 4 of issue 14 removes this for rig.  --bind-to none: every simulated
-# host sees the same cores, and binding would stack both ranks on core 0.
-mpi=("${MPIRUN:-mpirun}" --oversubscribe --allow-run-as-root -np 2
-    --bind-to none "${hostargs[@]}" --mca osc ucx)
+# --bind-to none: every simulated host sees the same cores, and binding
+# would stack the ranks of both hosts on the same ones.  btl tcp,self:
+# Open MPI would carry the messages between the 2 ranks of one simulated
+# host through shared memory (vader), which UCX_TLS=tcp,self (the bed's:
+# UCX cannot tell the simulated hosts apart) denies rig; every method's
+# bytes cross TCP, as across real hosts.
+base=("${MPIRUN:-mpirun}" --oversubscribe --allow-run-as-root --bind-to none
+    --mca btl tcp,self)
 if [ "${PML:-}" = ucx ]; then
-    mpi+=(--mca pml ucx)
+    base+=(--mca pml ucx)
+fi
+# osc ucx: the put method's window needs a one-sided component that
+# reaches the other host, and Debian's defaults
+# (/etc/openmpi/openmpi-mca-params.conf: osc ^ucx,pt2pt) leave none.
+mpi=("${base[@]}" -np 2 "${hostargs[@]}" --mca osc ucx)
+# The stencil needs no MPI window: Open MPI's own choice, as a user runs
+# it; 2 ranks one a host, 4 ranks 2 a host (ranks 0-1 on the first, 2-3
+# on the second: of the 2 x 2 grid, the north-south halos cross hosts).
+st2=("${base[@]}" -np 2 "${hostargs[@]}")
+# mpi_yield_when_idle: the 4 ranks share this machine's 2 cores, which
+# rig's waits see (the job's ranks on one kernel) but Open MPI, given 2
+# slots a host, does not: it yields only on a node it runs oversubscribed,
+# as it does at 4 ranks on one node.  Told, it waits as on one node.
+st4=("${base[@]}" -np 4 "${hostargs2[@]}")
+if [ "$(nproc)" -lt 4 ]; then
+    st4+=(--mca mpi_yield_when_idle 1)
 fi
 methods=rig,mpi,persistent,put,ucx
 rounds=(-r "${ROUNDS:-3}")
 quick=()
+squick=()
 lat_max=1M
 if [ "${QUICK:-0}" = 1 ]; then
     quick=(-i 10 -x 2)
+    squick=(-r 1 -i 20)
     rounds=(-r 1)
     lat_max=64K
 fi
 
 stamp=$(date +%Y-%m-%d)
 host=$(hostname -s)
-results=${RESULTS_DIR:-$top/benchmarks/results}
+results=$RESULTS_DIR
 mkdir -p "$results"
-name=$stamp-$host-multihost
+name=$stamp-$host-mh
 md=$results/$name.md
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"; mh_down' EXIT
+# A hang guard per program, far above a slow machine's run time: a
+# benchmark that stops moving across hosts is named, not waited for.
+limit=${TIMEOUT_S:-$([ "${QUICK:-0}" = 1 ] && echo 900 || echo 5400)}
 
 commands=()
+# run_as NAME COMMAND...: runs one benchmark, printing its table and
+# keeping it in $tmp/NAME.txt.  In the background with a wait, so that a
+# signal reaches the traps at once (mh_down then kills the ranks); the
+# lock of the hosts is not the benchmark's to keep (8>&-).
+run_as() {
+    local b=$1 rc=0
+    shift
+    local cmd=("$@")
+    commands+=("${cmd[*]}")
+    echo "+ ${cmd[*]}" >&2
+    # UCX logs to stdout: its warnings go to stderr, out of the tables.
+    (timeout -k 10 "$limit" "${cmd[@]}" 2> >(grep -v 'UCX  WARN' >&2) |
+        awk '/UCX  WARN/ { print > "/dev/stderr"; next } { print; fflush() }' |
+        tee "$tmp/$b.txt") </dev/null 8>&- &
+    wait $! || rc=$?
+    if [ $rc -ne 0 ]; then
+        case $rc in
+        124 | 137) echo "multihost.sh: $b did not end within $limit s (TIMEOUT_S): ${cmd[*]}" >&2 ;;
+        *) echo "multihost.sh: $b failed (exit $rc): ${cmd[*]}" >&2 ;;
+        esac
+        exit 1
+    fi
+}
+# run B ARGS...: rig_osu_B on 2 ranks, one a host, into $tmp/B.txt.
 run() {
     local b=$1
     shift
-    local cmd=("${mpi[@]}" "$bin/rig_osu_$b" "$@")
-    commands+=("${cmd[*]}")
-    echo "+ ${cmd[*]}" >&2
-    # The lock of the hosts is not the ranks' to keep (8>&-).
-    "${cmd[@]}" 2> >(grep -v 'UCX  WARN' >&2) 8>&- | tee "$tmp/$b.txt"
+    run_as "$b" "${mpi[@]}" "$bin/rig_osu_$b" "$@"
 }
 
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
@@ -86,14 +165,21 @@ run latency -b "$methods" -m "1:$lat_max" "${rounds[@]}" "${quick[@]}"
 run bw -b "$methods" -m 4K:4M "${rounds[@]}" "${quick[@]}"
 run bibw -b "$methods" -m 4K:4M "${quick[@]}"
 t1=$(date +%s)
+# The application: 2 ranks one a host, 4 ranks 2 a host.
+run_as stencil2 "${st2[@]}" "$bin/rig_stencil" "${squick[@]}"
+run_as stencil4 "${st4[@]}" "$bin/rig_stencil" "${squick[@]}"
+t2=$(date +%s)
 load_after=$(cut -d' ' -f1-3 /proc/loadavg)
 
 # ---- parse ----------------------------------------------------------------
 
-# value FILE KEY COLUMN: the value in row KEY under COLUMN of the table.
+# value FILE KEY COLUMN: the value in row KEY under COLUMN of the table
+# (headers "# Size ..." or "# Grid ...", up to their parenthesis).
 value() {
     awk -v key="$2" -v col="$3" '
-        /^# Size / { for (i = 3; i <= NF; i++) if ($i == col) ci = i - 1; next }
+        /^# (Size|Grid) / { ci = 0
+            for (i = 3; i <= NF && $i !~ /^\(/; i++) if ($i == col) ci = i - 1
+            next }
         ci > 0 && $1 == key { print $ci; exit }' "$1"
 }
 # best FILE KEY min|max COL...: the best value among the columns.
@@ -112,9 +198,11 @@ best() {
 }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a != "-" && b > 0) printf "%.2f", a / b; else print "-" }'; }
 holds() { awk -v v="$1" -v op="$2" -v lim="$3" 'BEGIN {
-    if (v == "-") { print "not measured"; exit }
+    if (v == "-" || v == "") { print "not measured"; exit }
     ok = (op == "<=") ? v <= lim : v >= lim
     print ok ? "holds" : "**does not hold**" }'; }
+# lowest V...: the smallest of the numbers given ("-" when none).
+lowest() { printf '%s\n' "$@" | grep -E '^[0-9.]+$' | sort -g | head -n1 | grep . || echo -; }
 
 lat=$tmp/latency.txt
 bw=$tmp/bw.txt
@@ -134,17 +222,44 @@ for s in 65536 262144 1048576 4194304; do
     bw_rows+="| $s | $r | $u | $m | $(ratio "$r" "$u") | $(ratio "$r" "$m") |"$'\n'
 done
 
+# The stencil: per configuration and grid, rig, MPI's best (the method
+# rig_stencil's paired ratio names: the lowest) and the ratio.
+stencil_rows=""
+ratios2=()
+ratios4=()
+for np in 2 4; do
+    f=$tmp/stencil$np.txt
+    for g in $(awk '$1 !~ /^#/ && NF > 2 { print $1 }' "$f"); do
+        rv=$(value "$f" "$g" rig)
+        bm=$(value "$f" "$g" best_mpi)
+        rt=$(value "$f" "$g" ratio)
+        who=""
+        for c in isend persistent neighbor; do
+            [ "$(value "$f" "$g" $c)" = "$bm" ] && who=$c
+        done
+        stencil_rows+="| $np ($((np / 2)) a host) | ${g}x$g | $rv | $bm ($who) | $rt | $(holds "$rt" ">=" 1.0) |"$'\n'
+        if [ "$np" = 2 ]; then ratios2+=("$rt"); else ratios4+=("$rt"); fi
+    done
+done
+stencil_worst2=$(lowest "${ratios2[@]}")
+stencil_worst4=$(lowest "${ratios4[@]}")
+stencil_worst=$(lowest "$stencil_worst2" "$stencil_worst4")
+stencil_waits2=$(sed -n 's/^# rig waits: //p' "$tmp/stencil2.txt")
+stencil_waits4=$(sed -n 's/^# rig waits: //p' "$tmp/stencil4.txt")
+
 # ---- plots ----------------------------------------------------------------
 
+# table FILE: the table as whitespace columns, header without '#'.
 table() {
-    awk '/^# Size / { h = $2
+    awk '/^# (Size|Grid) / { h = $2
             for (i = 3; i <= NF && $i !~ /^\(/; i++) h = h " " $i
             print h; next }
         /^#/ || NF == 0 { next }
         { print }' "$1"
 }
 plot() {
-    local data=$1 png=$2 title=$3 ylabel=$4 term=pngcairo ncol
+    local data=$1 png=$2 title=$3 xlabel=$4 ylabel=$5 xfmt=${6:-%.0s%cB}
+    local term=pngcairo ncol
     if ! gnuplot -e 'set terminal pngcairo' 2>/dev/null; then
         term=png
     fi
@@ -153,10 +268,10 @@ plot() {
 set terminal $term size 900,600 noenhanced
 set output "$png"
 set title "$title"
-set xlabel "message size"
+set xlabel "$xlabel"
 set ylabel "$ylabel"
 set logscale xy
-set format x "%.0s%cB"
+set format x "$xfmt"
 set key left top
 set grid
 set datafile missing "-"
@@ -168,14 +283,26 @@ if command -v gnuplot >/dev/null 2>&1; then
     for b in latency bw bibw; do
         table "$tmp/$b.txt" >"$tmp/$b.dat"
     done
+    # Without best_mpi and ratio.
+    for np in 2 4; do
+        table "$tmp/stencil$np.txt" | awk '{ NF -= 2; print }' >"$tmp/stencil$np.dat"
+    done
     plot "$tmp/latency.dat" "$results/$name-latency.png" \
         "Latency across 2 simulated hosts (TCP over veth; lower is better)" \
-        "half round trip (us)"
+        "message size" "half round trip (us)"
     plot "$tmp/bw.dat" "$results/$name-bw.png" \
-        "Bandwidth across 2 simulated hosts (higher is better)" "MB/s"
+        "Bandwidth across 2 simulated hosts (higher is better)" \
+        "message size" "MB/s"
     plot "$tmp/bibw.dat" "$results/$name-bibw.png" \
-        "Bi-directional bandwidth across 2 simulated hosts" "MB/s"
-    plots=(latency bw bibw)
+        "Bi-directional bandwidth across 2 simulated hosts" \
+        "message size" "MB/s"
+    plot "$tmp/stencil2.dat" "$results/$name-stencil2.png" \
+        "2-D stencil, 2 ranks on 2 simulated hosts (higher is better)" \
+        "grid edge (N)" "iterations/s" "%g"
+    plot "$tmp/stencil4.dat" "$results/$name-stencil4.png" \
+        "2-D stencil, 4 ranks on 2 simulated hosts, 2 a host (higher is better)" \
+        "grid edge (N)" "iterations/s" "%g"
+    plots=(latency bw bibw stencil2 stencil4)
 else
     echo "multihost.sh: no gnuplot: tables only" >&2
 fi
@@ -186,15 +313,21 @@ fi
     echo "# rig benchmarks across 2 simulated hosts: $stamp on $host"
     echo
     echo "Two network namespaces on one machine joined by veth pairs to a"
-    echo "bridge, each with its own host name, one rank in each, UCX_TLS=tcp,self:"
-    echo "every byte crosses TCP over the bridge (mpi_tests/multihost/hosts.sh)."
-    echo "All methods side by side in one run, interleaved at every size; each"
-    echo "latency and bandwidth figure is the median of ${rounds[1]} round(s)."
-    echo "Load average before: $load_before; after: $load_after. The suite took"
-    echo "$((t1 - t0)) s. A loaded machine's figures are noise: compare the"
-    echo "ratios of one run, and re-measure on a quiet machine."
+    echo "bridge, each with its own host name, UCX_TLS=tcp,self and Open MPI's"
+    echo "btl tcp,self: every byte crosses TCP over the bridge, between hosts"
+    echo "and between the ranks of one host alike"
+    echo "(mpi_tests/multihost/hosts.sh). The point-to-point benchmarks run one"
+    echo "rank a host, all methods side by side in one run, interleaved at every"
+    echo "size; each latency and bandwidth figure is the median of ${rounds[1]}"
+    echo "round(s). The stencil runs at 2 ranks (one a host) and 4 ranks (2 a"
+    echo "host). Every simulated host shares this machine's $(nproc) cores."
+    echo "Load average before: $load_before; after: $load_after. The"
+    echo "point-to-point suite took $((t1 - t0)) s, the stencil $((t2 - t1)) s."
+    echo "A loaded machine's figures are noise: compare the ratios of one run,"
+    echo "and re-measure on a quiet machine."
     echo
-    echo "Command: \`bash benchmarks/multihost.sh $build\`, which ran:"
+    echo "Command: \`$invoked\`$([ "${QUICK:-0}" = 1 ] && echo " (a smoke run, not for the record)"),"
+    echo "which ran:"
     echo
     echo '```'
     printf '%s\n' "${commands[@]}"
@@ -213,6 +346,31 @@ fi
     echo "| size | rig | ucx | MPI best | rig/ucx | rig/MPI |"
     echo "|---|---|---|---|---|---|"
     printf '%s' "$bw_rows"
+    echo
+    echo "## Application: a 2-D stencil across hosts (issue 18, item 5)"
+    echo
+    echo "\`rig_stencil\` (as in the one-node results): a radius-2 star stencil"
+    echo "over a 2-D grid of ranks, halos of width 2 with up to 4 neighbours per"
+    echo "iteration, the result checked exactly after every measurement;"
+    echo "iterations per second, the median of the rounds, methods interleaved;"
+    echo "the ratio pairs rig with each MPI method round by round, its median,"
+    echo "and is the lowest of the three: that method is MPI's best. At 4 ranks"
+    echo "the north-south halos cross hosts, the east-west ones stay on a host."
+    if [ "$(nproc)" -lt 4 ]; then
+        echo "The 4 ranks share $(nproc) cores: Open MPI, given 2 slots a host,"
+        echo "would not see it and would poll without yielding, so it is told"
+        echo "(\`--mca mpi_yield_when_idle 1\`), as it finds for itself at 4 ranks on"
+        echo "one node; rig's waits find it (the job's ranks on one kernel)."
+    fi
+    echo "rig waits at 2 ranks: $stencil_waits2; at 4 ranks: $stencil_waits4."
+    echo
+    echo "| target | measured | verdict |"
+    echo "|---|---|---|"
+    echo "| rails >= 1.0 x MPI's best (isend, persistent, neighbor) in every configuration across hosts | worst ratio $stencil_worst (2 ranks: $stencil_worst2, 4 ranks: $stencil_worst4) | $(holds "$stencil_worst" ">=" 1.0) |"
+    echo
+    echo "| ranks | grid | rig (it/s) | MPI's best (it/s) | rig/MPI | >= 1.0 |"
+    echo "|---|---|---|---|---|---|"
+    printf '%s' "$stencil_rows"
     if [ ${#plots[@]} -gt 0 ]; then
         echo
         echo "## Plots"
@@ -223,9 +381,13 @@ fi
     fi
     echo
     echo "## Tables (OSU Micro-Benchmarks 7 format)"
-    for b in latency bw bibw; do
+    for b in latency bw bibw stencil2 stencil4; do
         echo
-        echo "### rig_osu_$b"
+        case $b in
+        stencil2) echo "### rig_stencil, 2 ranks, one a host" ;;
+        stencil4) echo "### rig_stencil, 4 ranks, 2 a host" ;;
+        *) echo "### rig_osu_$b" ;;
+        esac
         echo
         echo '```'
         grep -v '^$' "$tmp/$b.txt"
@@ -236,12 +398,20 @@ fi
     echo
     echo '```'
     lscpu | grep -E '^(Model name|CPU\(s\)|NUMA node\(s\)|Hypervisor)' || true
+    echo "memory: $(awk '/MemTotal/ { printf "%.1f GiB", $2 / 1048576 }' /proc/meminfo)"
     echo "kernel: $(uname -r)"
     echo "MPI: $("${MPIRUN:-mpirun}" --version 2>/dev/null | head -n1)"
+    echo "UCX: $(ucx_info -v 2>/dev/null | head -n1 | sed 's/^# //')"
     echo "link: veth pairs on a Linux bridge, MTU $(ip -n "${MH_HOSTS%% *}" -o link show eth0 | sed -n 's/.* mtu \([0-9]*\).*/\1/p')"
+    echo '```'
+    echo
+    echo "rig_info:"
+    echo
+    echo '```'
+    "$rig_info" 2>&1 || true
     echo '```'
 } >"$md"
 
 echo
-echo "multihost.sh: wrote $md${plots:+ and its plots}"
-sed -n '/^## Targets/,/^Bandwidth ratios/p' "$md" | sed '$d'
+echo "multihost.sh: wrote $md${plots:+ and its plots ($results/$name-*.png)}"
+sed -n '/^## Targets/,/^## Plots/p' "$md" | sed '$d'
