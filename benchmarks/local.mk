@@ -75,17 +75,29 @@ benchmarks_rig_wait_cost_LDFLAGS = $(RIG_LDFLAGS)
 RIG_OSU_RUN = rig_osu_run
 endif
 dist_noinst_SCRIPTS += benchmarks/run.sh benchmarks/multihost.sh
-# run.sh beside the programs (a build without MPI has none).
+# run.sh beside the programs (a build without MPI has none), and its
+# multi-host mode (rig_osu_run --hosts 2) in multihost/ with the bed it
+# sources (mpi_tests/multihost: hosts.sh, and agent.sh that mpirun runs).
 install-exec-local: install-rig-osu-run
 uninstall-local: uninstall-rig-osu-run
 install-rig-osu-run:
 	@if test -n "$(RIG_OSU_RUN)"; then \
-	  $(MKDIR_P) '$(DESTDIR)$(pkglibexecdir)' && \
+	  $(MKDIR_P) '$(DESTDIR)$(pkglibexecdir)/multihost' && \
 	  echo " $(INSTALL_SCRIPT) run.sh $(pkglibexecdir)/$(RIG_OSU_RUN)" && \
 	  $(INSTALL_SCRIPT) $(srcdir)/benchmarks/run.sh \
-	    '$(DESTDIR)$(pkglibexecdir)/$(RIG_OSU_RUN)'; fi
+	    '$(DESTDIR)$(pkglibexecdir)/$(RIG_OSU_RUN)' && \
+	  echo " $(INSTALL_SCRIPT) multihost.sh agent.sh hosts.sh $(pkglibexecdir)/multihost" && \
+	  $(INSTALL_SCRIPT) $(srcdir)/benchmarks/multihost.sh \
+	    $(srcdir)/mpi_tests/multihost/agent.sh \
+	    '$(DESTDIR)$(pkglibexecdir)/multihost' && \
+	  $(INSTALL_DATA) $(srcdir)/mpi_tests/multihost/hosts.sh \
+	    '$(DESTDIR)$(pkglibexecdir)/multihost'; fi
 uninstall-rig-osu-run:
-	rm -f '$(DESTDIR)$(pkglibexecdir)/rig_osu_run'
+	rm -f '$(DESTDIR)$(pkglibexecdir)/rig_osu_run' \
+	  '$(DESTDIR)$(pkglibexecdir)/multihost/multihost.sh' \
+	  '$(DESTDIR)$(pkglibexecdir)/multihost/agent.sh' \
+	  '$(DESTDIR)$(pkglibexecdir)/multihost/hosts.sh'
+	rmdir '$(DESTDIR)$(pkglibexecdir)/multihost' 2>/dev/null || :
 EXTRA_DIST += benchmarks/README.md
 
 # The controller (rig/remote.h): images and loads beside bare MPI and the

@@ -9,6 +9,13 @@
 #
 # Usage: bash benchmarks/run.sh [BUILD_DIR]   (default _build/quickstart)
 #        $(libexecdir)/rig/rig_osu_run        (installed: the programs beside it)
+# Multi-host mode: bash benchmarks/run.sh --hosts 2 [BUILD_DIR] (or
+# RIG_BENCH_HOSTS=2; installed: rig_osu_run --hosts 2), as root: the
+# point-to-point suite and the stencil across 2 simulated hosts (network
+# namespaces on a bridge, the bed of mpi_tests/multihost/hosts.sh), run by
+# benchmarks/multihost.sh (installed: multihost/multihost.sh beside the
+# programs), which writes its own benchmarks/results/<date>-<host>-mh.md
+# and plots; its settings are in its header (QUICK=1, PML, ROUNDS too).
 # Settings: RESULTS_DIR (default benchmarks/results), MPIRUN (default
 # mpirun), QUICK=1 (fewer iterations: a smoke run, not for the record),
 # OSU_DIR (OSU Micro-Benchmarks: an install prefix, a build tree or the
@@ -20,6 +27,38 @@ set -euo pipefail
 # then go to ./rig-results unless RESULTS_DIR says otherwise); else the
 # quick start's build tree.
 here=$(cd "$(dirname "$0")" && pwd)
+# The multi-host mode is multihost.sh's: one copy of that suite.
+hosts=${RIG_BENCH_HOSTS:-}
+args=()
+while [ $# -gt 0 ]; do
+    case $1 in
+    --hosts)
+        if [ $# -lt 2 ]; then
+            echo "run.sh: invalid: --hosts wants a number of hosts (2)" >&2
+            exit 2
+        fi
+        hosts=$2
+        shift
+        ;;
+    --hosts=*) hosts=${1#--hosts=} ;;
+    *) args+=("$1") ;;
+    esac
+    shift
+done
+set -- ${args[@]+"${args[@]}"}
+if [ -n "$hosts" ]; then
+    if [ "$hosts" != 2 ]; then
+        echo "run.sh: invalid: --hosts '$hosts': the multi-host mode runs 2 simulated hosts" >&2
+        exit 2
+    fi
+    for mh in "$here/multihost/multihost.sh" "$here/multihost.sh"; do
+        if [ -r "$mh" ]; then
+            exec bash "$mh" "$@"
+        fi
+    done
+    echo "run.sh: missing: multihost.sh (beside $0 or in multihost/)" >&2
+    exit 1
+fi
 if [ $# -eq 0 ] && [ -x "$here/rig_osu_latency" ]; then
     top=$PWD
     bin=$here
