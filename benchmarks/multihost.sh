@@ -19,10 +19,12 @@
 # outright (SIGKILL) leaves them to the next run's sweep (hosts.sh).
 # Settings: RESULTS_DIR (default benchmarks/results), MPIRUN (default mpirun),
 # QUICK=1 (10 iterations, latency to 64 KiB, one round of the stencil: a
-# smoke run of a few minutes, not for the record), PML=ucx (Open MPI's pml
-# ucx for the MPI methods, over the same UCX_TLS=tcp,self, instead of ob1
-# over btl tcp), ROUNDS (default 3: each point-to-point measurement
-# repeated, the median kept).
+# smoke run, not for the record: 10 minutes at a load average of 11 to 37
+# on 2 cores; a full run took about an hour on a loaded 2-core machine),
+# TIMEOUT_S (each program's hang guard: 900 s quick, 5400 s full),
+# PML=ucx (Open MPI's pml ucx for the MPI methods, over the same
+# UCX_TLS=tcp,self, instead of ob1 over btl tcp), ROUNDS (default 3: each
+# point-to-point measurement repeated, the median kept).
 set -euo pipefail
 
 # Where the programs and the bed are: installed, this script is
