@@ -120,9 +120,7 @@
  * kernel must fault in and zero, which costs more than the copy.  An
  * agent keeps at most RIG_REMOTE_KEEP_BYTES of such lines (256 MiB by
  * default; the oldest go first, a line longer than that is never kept),
- * and frees them all at rig_remote_close, or when the job fails.  A fresh
- * line of 4 MiB or more is asked for in transparent huge pages
- * (madvise), which the kernel gives where it allows them.
+ * and frees them all at rig_remote_close, or when the job fails.
  *
  * Waiting.  An agent with nothing to do waits for the controller's next
  * command: for 2 ms after a command it tests for the next one, yielding

@@ -29,7 +29,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/shm.h>
 
 #define RM_POLL_NS 5000000ull /* running programs polled every 5 ms */
@@ -388,25 +387,13 @@ static bool bind_ends(rig_remote *rm, agent_prog *p, const rm_wire_bind *wb,
  * which costs more than the copy itself -- while a bare MPI_Bcast that
  * reuses its buffer receives into pages in place.  So an unloaded image's
  * big files go to a pool, bounded by rm->keep, and the next load takes
- * its lines from there.  A fresh line is asked for in huge pages where
- * the kernel gives them on request (transparent huge pages in "madvise"
- * mode): 512 times fewer faults for the first load. */
-#define RM_HUGE_BYTES (2u << 20)
-
+ * its lines from there.  (Fresh lines in transparent huge pages, asked
+ * for with madvise, made a first load of 64 MiB on 3 agents 4 times
+ * slower on a loaded machine -- the kernel compacts memory to find huge
+ * pages on the fault -- so a fresh line is plain malloc'd memory.) */
 static uint8_t *line_fresh(size_t len)
 {
-    if (len < 2 * (size_t)RM_HUGE_BYTES) {
-        return malloc(len);
-    }
-    void *p = NULL;
-    if (posix_memalign(&p, RM_HUGE_BYTES, len) != 0) {
-        return NULL;
-    }
-#ifdef MADV_HUGEPAGE
-    /* Advice only: a kernel without it serves small pages. */
-    (void)madvise(p, len & ~((size_t)RM_HUGE_BYTES - 1), MADV_HUGEPAGE);
-#endif
-    return p;
+    return malloc(len);
 }
 
 /* Memory for a file of len bytes: a kept line that fits (the smallest),
