@@ -111,6 +111,26 @@
  * dead rank), e.g. with _exit once rig_remote_close and rig_job_close
  * returned.
  *
+ * Memory an agent keeps.  An agent receives each file of an image of at
+ * least 1 MiB into a staging line of its own that the loaded program then
+ * holds (its payload, kept for later launches); when the program is
+ * unloaded the line is not freed but kept for the next load, so that a
+ * later image lands in memory whose pages are in place -- as a bare
+ * MPI_Bcast into a reused buffer does -- instead of fresh pages the
+ * kernel must fault in and zero, which costs more than the copy.  An
+ * agent keeps at most RIG_REMOTE_KEEP_BYTES of such lines (256 MiB by
+ * default; the oldest go first, a line longer than that is never kept),
+ * and frees them all at rig_remote_close, or when the job fails.
+ *
+ * Waiting.  An agent with nothing to do waits for the controller's next
+ * command: for 2 ms after a command it tests for the next one, yielding
+ * its core between tests (so a burst of commands is served at once), then
+ * sleeps in growing naps of up to 100 us, and of 1 ms after 50 ms more of
+ * quiet: an idle agent does not hold a core.  The controller waiting for
+ * its agents' replies tests, yielding, for 20 ms of the wait, then sleeps
+ * alike; a wait for an image's bytes never sleeps (MPI moves them only
+ * while its ranks test).
+ *
  * Threads and MPI.  rig_remote_open and rig_remote_close are collective
  * over the job's ranks.  The controller's calls may come from any thread:
  * they take the layer's lock for their messages, so that only one of them
@@ -129,6 +149,9 @@
  *   RIG_REMOTE_CHUNK_BYTES  the most bytes of an image in one MPI call
  *                           (1073741824; at least 4096): images past 2 GiB
  *                           are sent in several
+ *   RIG_REMOTE_KEEP_BYTES   the most bytes of staging memory an agent
+ *                           keeps for later loads (268435456; 0: none; see
+ *                           Memory below)
  *   RIG_REMOTE_TEST_CORRUPT for tests only: a comma list of agent ranks
  *                           that change one byte of every image they
  *                           receive before preparing it, so that their
@@ -321,7 +344,10 @@ typedef struct {
     uint64_t image_bytes; /* the payload's file bytes sent to each agent */
     size_t machines;      /* agents it was sent to */
     double hash_ms;       /* the controller hashing the payload */
-    double send_ms;       /* the controller: image posted to sends done */
+    /* The controller: from the call until its command is posted to the
+     * agents (the checks, the hash, the message). */
+    double check_ms;
+    double send_ms; /* the controller: image posted to sends done */
     /* The slowest agent: from its command to its last image byte. */
     double receive_ms;
     /* The slowest agent's prepare (checks, hash, compile). */

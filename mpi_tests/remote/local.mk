@@ -10,6 +10,8 @@ REMOTE_TEST_FILES = \
 	mpi_tests/remote/hash_np3.mpi \
 	mpi_tests/remote/unsupported_np3.mpi \
 	mpi_tests/remote/cycles_np3.mpi \
+	mpi_tests/remote/keep_np3.mpi \
+	mpi_tests/remote/keep0_np3.mpi \
 	mpi_tests/remote/kill_load_np3.mpi \
 	mpi_tests/remote/kill_run_np3.mpi \
 	mpi_tests/remote/kill_controller_np3.mpi \

@@ -12,9 +12,13 @@
  *                  nothing stays loaded; a load onto agent 1 alone works
  *   --unsupported  agent 2 offers native only: a wasm program is refused
  *                  before any byte is sent, naming it; agent 1 runs it
- *   --cycles N     N load/launch/wait/unload cycles; no process, fd or
- *                  memory left behind on any rank (agents are read through
- *                  /proc: every rank must be on one node, else SKIP)
+ *   --cycles N     N load/launch/wait/unload cycles, every fourth image
+ *                  of 8 MiB; no process, fd or memory left behind on any
+ *                  rank (agents are read through /proc: every rank must be
+ *                  on one node, else SKIP)
+ *   --keep         the staging memory agents keep for later loads:
+ *                  RIG_REMOTE_KEEP_BYTES's bound, reuse, no growth
+ *                  (read through /proc: one node, else SKIP)
  *   --kill-load    (3 ranks, --enable-recovery) agent 2 is killed while it
  *                  takes in an image: the load and agent 1's serve return
  *                  "failed:" within 2 s
@@ -555,10 +559,16 @@ static void test_cycles(int n)
     }
     const char *name = wasm_everywhere() ? "wsum" : "rsum";
     usage_t before[64], after[64];
+    /* Every fourth image is big (8 MiB): its agents receive it into a
+     * staging line they keep for the next load (rig/remote.h, "Memory an
+     * agent keeps").  The warm-up makes that line, so it is in both
+     * readings: a pool that grew with the loads would show here as a
+     * leak of 8 MiB per agent and load. */
     for (int i = 0; i < 5; i++) { /* caches, pools, first-use maps */
         cycle("rsum", 0, 2);
         cycle("rsum", 300u << 10, 2);
         cycle(name, 0, 2);
+        cycle("rsum", 8u << 20, 2);
     }
     for (int r = 0; r < size; r++) {
         usage_of(r == 0 ? getpid() : rig_remote_machine_of(rm, r)->pid,
@@ -566,7 +576,8 @@ static void test_cycles(int n)
     }
     uint64_t t0 = now_ns();
     for (int i = 0; i < n; i++) {
-        cycle(i % 3 == 2 ? name : "rsum", i % 3 == 1 ? 300u << 10 : 0, 2);
+        size_t extra = i % 4 == 1 ? 300u << 10 : i % 4 == 3 ? 8u << 20 : 0;
+        cycle(i % 4 == 2 ? name : "rsum", extra, 2);
     }
     double ms = (double)(now_ns() - t0) / 1e6;
     for (int r = 0; r < size; r++) {
@@ -585,6 +596,59 @@ static void test_cycles(int n)
         }
     }
     printf("controller: %d load/launch/wait/unload cycles in %.0f ms\n", n, ms);
+    check_held(NULL, 0);
+}
+
+/* The staging memory agents keep (rig/remote.h, "Memory an agent
+ * keeps"): after a 32 MiB image is unloaded, each agent still holds its
+ * line, and a second load of it takes that line instead of growing; with
+ * RIG_REMOTE_KEEP_BYTES below the line, the line goes at unload. */
+static void test_keep(void)
+{
+    if (!one_node()) {
+        printf("SKIP: the agents are on other nodes: /proc cannot show "
+               "their memory\n");
+        return;
+    }
+    uint64_t keep = 256u << 20;
+    const char *k = getenv("RIG_REMOTE_KEEP_BYTES");
+    if (k != NULL && k[0] != '\0') {
+        keep = strtoull(k, NULL, 0);
+    }
+    size_t big = 32u << 20;
+    long base[64], kept[64], again[64];
+    T_ASSERT(size <= 64);
+    for (int r = 1; r < size; r++) {
+        base[r] = status_kb(rig_remote_machine_of(rm, r)->pid, "VmRSS:");
+    }
+    for (int round = 0; round < 2; round++) {
+        /* Launched (the line goes back from the kept payload), then not
+         * (from the prepared image). */
+        int64_t p = load("rsum", big, NULL, 0);
+        if (round == 0) {
+            run_checked(p, 2, MESH_BACKEND_NATIVE);
+        }
+        T_OK(rig_remote_unload(rm, p, &t_err));
+        for (int r = 1; r < size; r++) {
+            (round == 0 ? kept : again)[r] =
+                status_kb(rig_remote_machine_of(rm, r)->pid, "VmRSS:");
+        }
+    }
+    for (int r = 1; r < size; r++) {
+        printf("controller: agent %d keeps up to %llu B: RSS %ld kB, after "
+               "a 32 MiB load %ld kB, after a second %ld kB\n",
+               r, (unsigned long long)keep, base[r], kept[r], again[r]);
+        if (asan) {
+            continue; /* its quarantine holds freed memory */
+        }
+        if (keep >= big + (4u << 20)) {
+            T_ASSERT(kept[r] - base[r] >= 28 * 1024);
+            T_ASSERT(again[r] - kept[r] < 4 * 1024);
+        } else {
+            T_ASSERT(kept[r] - base[r] < 8 * 1024);
+            T_ASSERT(again[r] - base[r] < 8 * 1024);
+        }
+    }
     check_held(NULL, 0);
 }
 
@@ -1182,6 +1246,8 @@ int main(int argc, char **argv)
         test_unsupported();
     } else if (strcmp(mode, "--cycles") == 0) {
         test_cycles(argc > 2 ? atoi(argv[2]) : 100);
+    } else if (strcmp(mode, "--keep") == 0) {
+        test_keep();
     } else if (strcmp(mode, "--kill-load") == 0) {
         test_kill_load();
     } else if (strcmp(mode, "--kill-run") == 0) {

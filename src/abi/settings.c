@@ -63,6 +63,8 @@ static const rig_setting settings[] = {
      "executors an agent offers: a list of native, wasm, cuda"},
     {"RIG_REMOTE_CHUNK_BYTES", "1073741824",
      "the most bytes of an image in one MPI call"},
+    {"RIG_REMOTE_KEEP_BYTES", "268435456",
+     "staging memory an agent keeps for later loads (0: none)"},
     {"RIG_REMOTE_TEST_CORRUPT", "none",
      "tests only: agent ranks that corrupt every image they get"},
 };

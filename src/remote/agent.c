@@ -379,6 +379,116 @@ static bool bind_ends(rig_remote *rm, agent_prog *p, const rm_wire_bind *wb,
     return true;
 }
 
+/* ---- staging lines ------------------------------------------------------- */
+
+/* Why keep them.  A file of an image of many MiB is malloc'd by glibc as
+ * a fresh mmap (its mmap threshold stops rising at 32 MiB), so every load
+ * would receive into pages the kernel has still to fault in and zero --
+ * which costs more than the copy itself -- while a bare MPI_Bcast that
+ * reuses its buffer receives into pages in place.  So an unloaded image's
+ * big files go to a pool, bounded by rm->keep, and the next load takes
+ * its lines from there.  (Fresh lines in transparent huge pages, asked
+ * for with madvise, made a first load of 64 MiB on 3 agents 4 times
+ * slower on a loaded machine -- the kernel compacts memory to find huge
+ * pages on the fault -- so a fresh line is plain malloc'd memory.) */
+static uint8_t *line_fresh(size_t len)
+{
+    return malloc(len);
+}
+
+/* Memory for a file of len bytes: a kept line that fits (the smallest),
+ * else a fresh one.  *cap is the line's length, 0 for a small file's
+ * plain buffer (never pooled).  NULL when out of memory. */
+static uint8_t *line_take(rig_remote *rm, size_t len, size_t *cap)
+{
+    *cap = 0;
+    if (len < RM_LINE_MIN) {
+        return malloc(len > 0 ? len : 1);
+    }
+    size_t best = rm->npool;
+    for (size_t i = 0; i < rm->npool; i++) {
+        if (rm->pool[i].cap >= len &&
+            (best == rm->npool || rm->pool[i].cap < rm->pool[best].cap)) {
+            best = i;
+        }
+    }
+    if (best < rm->npool) {
+        rm_line l = rm->pool[best];
+        rm->pool[best] = rm->pool[--rm->npool];
+        rm->pool_bytes -= l.cap;
+        *cap = l.cap;
+        return l.p;
+    }
+    uint8_t *p = line_fresh(len);
+    if (p == NULL && rm->npool > 0) {
+        /* Lines too small for this file: give them back and try again. */
+        for (size_t i = 0; i < rm->npool; i++) {
+            free(rm->pool[i].p);
+        }
+        rm->npool = 0;
+        rm->pool_bytes = 0;
+        p = line_fresh(len);
+    }
+    *cap = p != NULL ? len : 0;
+    return p;
+}
+
+/* Keeps line l for the next loads, the oldest kept lines making room
+ * while more than rm->keep bytes would be kept; a line longer than keep
+ * is freed. */
+static void line_give(rig_remote *rm, rm_line l)
+{
+    if (l.cap > rm->keep) {
+        free(l.p);
+        return;
+    }
+    while (rm->npool > 0 && rm->pool_bytes + l.cap > rm->keep) {
+        free(rm->pool[0].p);
+        rm->pool_bytes -= rm->pool[0].cap;
+        memmove(rm->pool, rm->pool + 1, --rm->npool * sizeof(*rm->pool));
+    }
+    if (rm->npool == rm->pool_cap) {
+        size_t cap = rm->pool_cap != 0 ? rm->pool_cap * 2 : 4;
+        rm_line *np = realloc(rm->pool, cap * sizeof(*np));
+        if (np == NULL) {
+            free(l.p);
+            return;
+        }
+        rm->pool = np;
+        rm->pool_cap = cap;
+    }
+    rm->pool[rm->npool++] = l;
+    rm->pool_bytes += l.cap;
+}
+
+/* Takes p's lines back out of payload src (which then no longer owns
+ * them) into the pool. */
+static void lines_reclaim(rig_remote *rm, agent_prog *p, mesh_payload *src)
+{
+    for (size_t i = 0; i < src->nfiles; i++) {
+        for (size_t k = 0; k < p->nlines; k++) {
+            if (p->lines[k].p != NULL && src->files[i].data == p->lines[k].p) {
+                line_give(rm, p->lines[k]);
+                p->lines[k].p = NULL;
+                src->files[i].data = NULL;
+                src->files[i].len = 0;
+            }
+        }
+    }
+}
+
+/* Frees every kept line (the layer closes, or the job failed). */
+static void pool_free(rig_remote *rm)
+{
+    for (size_t i = 0; i < rm->npool; i++) {
+        free(rm->pool[i].p);
+    }
+    free(rm->pool);
+    rm->pool = NULL;
+    rm->npool = rm->pool_cap = 0;
+    rm->pool_bytes = 0;
+}
+
 /* ---- programs ------------------------------------------------------------ */
 
 /* Reads slot's state and points; records a crash (and reports it). */
@@ -440,11 +550,14 @@ static void prog_free(rig_remote *rm, agent_prog *p)
     halt_prog(rm, p, NULL);
     unbind_ends(rm, p);
     if (p->has_prepared) {
+        lines_reclaim(rm, p, &p->prepared.src);
         mesh_prepared_free(&p->prepared);
     }
     if (p->has_kept) {
+        lines_reclaim(rm, p, &p->kept);
         mesh_payload_free(&p->kept);
     }
+    free(p->lines);
     rm_threads_set(rm, rm->rank, p->id, NULL, 0);
     free(p->crash);
     free(p->name);
@@ -473,6 +586,7 @@ void rm_agent_free(rig_remote *rm)
 {
     rm_agent_unload_all(rm);
     rm_agent_rails_free(rm);
+    pool_free(rm);
     for (uint32_t k = 0; k < MESH_BACKEND_COUNT; k++) {
         mesh_driver_close(rm->drivers[k]);
         rm->drivers[k] = NULL;
@@ -601,11 +715,13 @@ static bool receive_image(rig_remote *rm, const rm_cmd *c, const file_desc *f,
 /* The most bindings a load may carry (every machine's). */
 #define RM_BINDS_MAX (1u << 20)
 
-/* Parses LOAD's body into name, files and the bindings (every machine's,
- * malloc'd); false: malformed. */
-static bool load_body(rm_rd *r, char **name, file_desc **files, uint32_t *n,
-                      rm_wire_bind **binds, uint32_t *nbinds)
+/* Parses LOAD's body into name, files, the bindings (every machine's,
+ * malloc'd) and this machine's pick; false: malformed. */
+static bool load_body(const rig_remote *rm, rm_rd *r, char **name,
+                      file_desc **files, uint32_t *n, rm_wire_bind **binds,
+                      uint32_t *nbinds, uint32_t *pick)
 {
+    *pick = RM_NO_PICK;
     *name = rm_rd_str(r, MESH_MANIFEST_MAX_NAME);
     *n = rm_rd_u32(r);
     *files = NULL;
@@ -630,12 +746,22 @@ static bool load_body(rm_rd *r, char **name, file_desc **files, uint32_t *n,
         (size_t)*nbinds * sizeof(rm_wire_bind) > r->len - r->at) {
         return false;
     }
-    if (*nbinds == 0) {
-        return true;
+    if (*nbinds > 0) {
+        *binds = malloc((size_t)*nbinds * sizeof(**binds));
+        if (*binds == NULL ||
+            !rm_rd_get(r, *binds, (size_t)*nbinds * sizeof(**binds))) {
+            return false;
+        }
     }
-    *binds = malloc((size_t)*nbinds * sizeof(**binds));
-    return *binds != NULL &&
-           rm_rd_get(r, *binds, (size_t)*nbinds * sizeof(**binds));
+    uint32_t npicks = rm_rd_u32(r);
+    if (r->bad || npicks != (uint32_t)rm->size ||
+        (size_t)npicks * sizeof(uint32_t) > r->len - r->at) {
+        return false;
+    }
+    memcpy(pick, r->p + r->at + (size_t)rm->rank * sizeof(uint32_t),
+           sizeof(*pick));
+    r->at += (size_t)npicks * sizeof(uint32_t);
+    return true;
 }
 
 static void files_free(file_desc *f, uint32_t n)
@@ -648,10 +774,18 @@ static void files_free(file_desc *f, uint32_t n)
     free(f);
 }
 
-/* Prepares payload src (taken) for the executor its manifest picks. */
+/* Prepares payload src (taken) for the executor its manifest picks: the
+ * controller's pick when it names an executor this agent opened (the
+ * controller picked from this machine's description, as this agent
+ * would, and the executor's compiler checks the manifest again), else
+ * this agent's own. */
 static bool prepare(rig_remote *rm, mesh_payload *src, uint64_t hash,
-                    mesh_prepared *out, char **why)
+                    uint32_t pick, mesh_prepared *out, char **why)
 {
+    if (pick < MESH_BACKEND_COUNT && rm->drivers[pick] != NULL) {
+        return mesh_driver_prepare(rm->drivers[pick], src, &hash, NULL, out,
+                                   why);
+    }
     const mesh_payload_file *mf = mesh_payload_find(src, "manifest.json");
     mesh_manifest m;
     if (mf == NULL) {
@@ -691,9 +825,9 @@ static bool on_load(rig_remote *rm, const rm_cmd *c, rm_rd *body, uint64_t t0,
     file_desc *files = NULL;
     uint32_t n = 0;
     rm_wire_bind *wb = NULL;
-    uint32_t nwb = 0;
+    uint32_t nwb = 0, pick = RM_NO_PICK;
     bool parsed = c->chunk > 0 && c->chunk <= INT_MAX &&
-                  load_body(body, &name, &files, &n, &wb, &nwb);
+                  load_body(rm, body, &name, &files, &n, &wb, &nwb, &pick);
     uint64_t inline_bytes = 0;
     for (uint32_t i = 0; parsed && i < n; i++) {
         inline_bytes += files[i].len;
@@ -714,9 +848,11 @@ static bool on_load(rig_remote *rm, const rm_cmd *c, rm_rd *body, uint64_t t0,
         return rm_failed(rm, err, "loading a program");
     }
     uint8_t **bufs = calloc(n, sizeof(*bufs));
-    bool have = bufs != NULL;
+    rm_line *lines = calloc(n, sizeof(*lines));
+    bool have = bufs != NULL && lines != NULL;
     for (uint32_t i = 0; i < n && have; i++) {
-        bufs[i] = malloc(files[i].len > 0 ? (size_t)files[i].len : 1);
+        bufs[i] = line_take(rm, (size_t)files[i].len, &lines[i].cap);
+        lines[i].p = lines[i].cap > 0 ? bufs[i] : NULL;
         have = bufs[i] != NULL;
     }
     if (!have && bufs != NULL) {
@@ -732,6 +868,7 @@ static bool on_load(rig_remote *rm, const rm_cmd *c, rm_rd *body, uint64_t t0,
         }
     } else if (!receive_image(rm, c, files, n, have ? bufs : NULL, err)) {
         free(bufs); /* its lines were abandoned */
+        free(lines);
         free(name);
         files_free(files, n);
         free(wb);
@@ -779,14 +916,22 @@ static bool on_load(rig_remote *rm, const rm_cmd *c, rm_rd *body, uint64_t t0,
         }
     }
     if (ok) {
-        /* prepare takes src, whatever happens. */
-        ok = prepare(rm, &src, c->hash, &p->prepared, &why);
+        /* prepare takes src, whatever happens: the lines are p's now
+         * (or freed with src when it fails). */
+        ok = prepare(rm, &src, c->hash, pick, &p->prepared, &why);
         p->id = c->program;
+        if (ok) {
+            p->lines = lines;
+            p->nlines = n;
+            lines = NULL;
+        }
         if (ok && !bind_ends(rm, p, wb, nwb, &why)) {
+            lines_reclaim(rm, p, &p->prepared.src);
             mesh_prepared_free(&p->prepared);
             ok = false;
         }
         if (!ok) {
+            free(p->lines);
             free(p->name);
             free(p);
             p = NULL;
@@ -799,6 +944,7 @@ static bool on_load(rig_remote *rm, const rm_cmd *c, rm_rd *body, uint64_t t0,
         }
     }
     free(bufs);
+    free(lines);
     free(name);
     files_free(files, n);
     free(wb);
@@ -1074,8 +1220,7 @@ bool rig_remote_serve(rig_remote *rm, char **err)
                 }
                 return ok;
             }
-            b.spins = 0;
-            b.idle_since = 0;
+            rm_backoff_reset(&b);
             continue;
         }
         pending_progress(rm);

@@ -287,10 +287,9 @@ bool rm_replies(rig_remote *rm, const int *ranks, size_t n, uint64_t seq,
             rm_events_drain(rm);
         }
         if (took) {
-            b.spins = 0;
-            b.idle_since = 0;
+            rm_backoff_reset(&b);
         }
-        rm_backoff_step(&b, RM_PACE_IDLE);
+        rm_backoff_step(&b, RM_PACE_REPLY);
     }
     free(have);
     return true;
@@ -463,9 +462,9 @@ static bool targets(const rig_remote *rm, const int *ranks, size_t nranks,
 }
 
 /* Before anything is sent: every machine runs one of the manifest's
- * executors. */
+ * executors; picks[rank] is the one each machine t[i] will pick. */
 static bool runs_everywhere(const rig_remote *rm, const mesh_manifest *m,
-                            const int *t, size_t n, char **err)
+                            const int *t, size_t n, uint32_t *picks, char **err)
 {
     rm_buf b = {0};
     for (size_t i = 0; i < n; i++) {
@@ -479,6 +478,7 @@ static bool runs_everywhere(const rig_remote *rm, const mesh_manifest *m,
         }
         uint32_t exec;
         if (mesh_pick_exec(m, have, nhave, &exec, NULL)) {
+            picks[t[i]] = exec;
             continue;
         }
         char *runs = rm_runs_list(mc);
@@ -731,15 +731,23 @@ bool rig_remote_load_ends(rig_remote *rm, const mesh_payload *src,
     int *t = NULL;
     size_t n = 0;
     rm_wire_bind *wb = NULL;
-    bool ok = targets(rm, ranks, nranks, &t, &n, err) &&
-              runs_everywhere(rm, &m, t, n, err) &&
-              ends_check(rm, &m, t, n, ends, nends, &wb, err);
+    /* Each machine's executor, so that an agent need not read the
+     * manifest to pick it (RM_NO_PICK: not one of the load's). */
+    uint32_t *picks = malloc((size_t)rm->size * sizeof(*picks));
+    for (int r = 0; picks != NULL && r < rm->size; r++) {
+        picks[r] = RM_NO_PICK;
+    }
+    bool ok = picks != NULL ? true : rig_err(err, "nomem: %d picks", rm->size);
+    ok = ok && targets(rm, ranks, nranks, &t, &n, err) &&
+         runs_everywhere(rm, &m, t, n, picks, err) &&
+         ends_check(rm, &m, t, n, ends, nends, &wb, err);
     mesh_manifest_free(&m);
     if (ok && rig_job_failed(rm->job)) {
         ok = rm_failed(rm, err, "loading a program");
     }
     if (!ok) {
         pthread_mutex_unlock(&rm->lock);
+        free(picks);
         free(wb);
         free(t);
         return false;
@@ -754,11 +762,19 @@ bool rig_remote_load_ends(rig_remote *rm, const mesh_payload *src,
     for (size_t i = 0; i < src->nfiles; i++) {
         bytes += src->files[i].len;
     }
-    rm_buf msg = {0};
     rm_cmd c = rm_cmd_new(rm, RM_OP_LOAD, id);
     /* A broadcast to one machine is a send: it takes the plain form. */
     bool all = n == (size_t)rm->size - 1 && n > 1;
     bool in = bytes <= RM_INLINE_BYTES;
+    /* The message's length, so that it is made in one piece. */
+    size_t want = sizeof(c) + 4 + strlen(src->name) + 4 + 4 +
+                  nends * sizeof(*wb) + 4 + (size_t)rm->size * sizeof(*picks) +
+                  (in ? (size_t)bytes : 0);
+    for (size_t i = 0; i < src->nfiles; i++) {
+        want += 4 + strlen(src->files[i].path) + 8;
+    }
+    rm_buf msg = {.p = malloc(want), .cap = want};
+    msg.oom = msg.p == NULL;
     c.hash = hash;
     c.image = in ? RM_IMAGE_INLINE : all ? RM_IMAGE_BCAST : RM_IMAGE_P2P;
     rm_buf_put(&msg, &c, sizeof(c));
@@ -771,6 +787,9 @@ bool rig_remote_load_ends(rig_remote *rm, const mesh_payload *src,
     rm_buf_u32(&msg, (uint32_t)nends);
     rm_buf_put(&msg, wb, nends * sizeof(*wb));
     free(wb);
+    rm_buf_u32(&msg, (uint32_t)rm->size);
+    rm_buf_put(&msg, picks, (size_t)rm->size * sizeof(*picks));
+    free(picks);
     for (size_t i = 0; in && i < src->nfiles; i++) {
         rm_buf_put(&msg, src->files[i].data, src->files[i].len);
     }
@@ -778,11 +797,12 @@ bool rig_remote_load_ends(rig_remote *rm, const mesh_payload *src,
     MPI_Request *creq = calloc(n, sizeof(*creq));
     MPI_Request *ireq = NULL;
     size_t nireq = 0;
-    uint64_t ts = 0, ts2 = 0;
+    uint64_t tc = 0, ts = 0, ts2 = 0;
     if (msg.oom || creq == NULL) {
         ok = rig_err(err, "nomem: %s", what);
         goto out;
     }
+    tc = rig_now_ns();
     for (size_t i = 0; i < n; i++) {
         int rc = MPI_Isend(msg.p, (int)msg.len, MPI_BYTE, t[i], RM_TAG_CMD,
                            rm->comm, &creq[i]);
@@ -890,6 +910,7 @@ bool rig_remote_load_ends(rig_remote *rm, const mesh_payload *src,
         info->image_bytes = bytes;
         info->machines = n;
         info->hash_ms = ms(th2 - th);
+        info->check_ms = ms(tc - t0);
         info->send_ms = ms(ts2 - ts);
         info->receive_ms = receive;
         info->prepare_ms = prepare;

@@ -20,6 +20,8 @@
 
 #define RM_CHUNK_DEFAULT (1ull << 30)
 #define RM_CHUNK_MIN 4096ull
+/* What an agent keeps of unloaded images' staging memory (agent.c). */
+#define RM_KEEP_DEFAULT (256ull << 20)
 
 void rig_remote_options_init(rig_remote_options *opt)
 {
@@ -124,6 +126,10 @@ static bool settings(rig_remote *rm, const rig_remote_options *opt,
                        "invalid: RIG_REMOTE_CHUNK_BYTES=%llu is not within "
                        "%llu..%d",
                        (unsigned long long)rm->chunk, RM_CHUNK_MIN, INT_MAX);
+    }
+    if (!rig_env_u64("RIG_REMOTE_KEEP_BYTES", RM_KEEP_DEFAULT, &rm->keep,
+                     err)) {
+        return false;
     }
     return corrupt_env(rm->rank, &rm->corrupt, err);
 }

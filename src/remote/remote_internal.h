@@ -94,8 +94,11 @@ enum { RM_IMAGE_BCAST = 1, RM_IMAGE_P2P = 2, RM_IMAGE_INLINE = 3 };
 #define RM_PATH_MAX 4096u
 
 /* A command.  LOAD's body: the program's name, the file count, then each
- * file's path and length; the files' bytes follow as the image (in the
- * body itself for RM_IMAGE_INLINE). */
+ * file's path and length, the bindings (u32 n, n rm_wire_bind), the
+ * executor each machine picks (u32 size, then one u32 per job rank,
+ * RM_NO_PICK for a machine the load is not for); the files' bytes follow
+ * as the image (in the body itself for RM_IMAGE_INLINE). */
+#define RM_NO_PICK UINT32_MAX
 typedef struct {
     uint32_t magic;
     uint32_t op;
@@ -209,6 +212,18 @@ typedef struct rm_rail {
 
 /* ---- an agent's programs ------------------------------------------------ */
 
+/* A staging line: memory (malloc'd) an image's file of at least
+ * RM_LINE_MIN bytes is received into, cap bytes long.  The program that
+ * loaded it holds it in its payload; at unload it goes to the agent's
+ * pool (rig_remote.pool) for the next load, so that a later image lands
+ * in memory whose pages are in place, as a bare MPI_Bcast's reused
+ * buffer's are (agent.c). */
+typedef struct {
+    uint8_t *p;
+    size_t cap;
+} rm_line;
+#define RM_LINE_MIN (1u << 20)
+
 typedef struct agent_prog {
     int64_t id;
     char *name;
@@ -230,6 +245,9 @@ typedef struct agent_prog {
     char *crash;                  /* the report of this launch's crash */
     bool crash_sent;
     int32_t threads;
+    /* The staging lines its payload's files sit in (nlines of them). */
+    rm_line *lines;
+    size_t nlines;
     /* Its inputs' ends (a reference on each from load to unload) and the
      * view of them prepared images get. */
     mesh_end_binding *binds;
@@ -302,6 +320,12 @@ struct rig_remote {
     agent_prog *progs;
     agent_rail *arails;
     bool served;
+    /* Staging lines of unloaded images, for the next loads: at most
+     * keep bytes in all (RIG_REMOTE_KEEP_BYTES), freed at close. */
+    uint64_t keep;
+    rm_line *pool;
+    size_t npool, pool_cap;
+    uint64_t pool_bytes;
     MPI_Request *pending; /* crash reports on their way */
     void **pending_buf;
     size_t npending, pending_cap;
@@ -309,17 +333,23 @@ struct rig_remote {
 
 /* ---- waits (wait.c) ----------------------------------------------------- */
 
-/* A wait's pace: RM_PACE_DATA tests as fast as blocking MPI would (an
- * image on its way), RM_PACE_IDLE backs off to sleeps (a reply, a
- * command). */
-typedef enum { RM_PACE_DATA, RM_PACE_IDLE } rm_pace;
+/* A wait's pace (see wait.c): RM_PACE_DATA tests as fast as blocking MPI
+ * would (an image on its way); RM_PACE_IDLE (an agent waiting for a
+ * command) and RM_PACE_REPLY (the controller waiting for replies) are hot
+ * for a short while, yielding the core between tests, then back off to
+ * sleeps. */
+typedef enum { RM_PACE_DATA, RM_PACE_IDLE, RM_PACE_REPLY } rm_pace;
 
 typedef struct {
     uint32_t spins;
+    uint32_t naps;
     uint64_t idle_since;
 } rm_backoff;
 
+/* One step of a wait that found nothing; rm_backoff_reset after news
+ * (a command served, a reply taken) makes the next steps hot again. */
 void rm_backoff_step(rm_backoff *b, rm_pace pace);
+void rm_backoff_reset(rm_backoff *b);
 
 /* "failed: <what>: <the job's reason>" into *err; false. */
 bool rm_failed(const rig_remote *rm, char **err, const char *what);

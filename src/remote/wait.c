@@ -23,33 +23,52 @@
 
 /* ---- pacing -------------------------------------------------------------- */
 
-/* How long a wait spins and yields before it sleeps, and how long it may
- * sleep: an image moves only while its ranks test (Open MPI progresses in
- * MPI_Test; it yields the core itself when oversubscribed), so a data wait
- * never sleeps; an idle agent sleeps up to 100 us for its first 50 ms of
- * quiet, then up to 1 ms, so that a burst of commands is served at once and
- * an idle agent costs almost nothing. */
-#define RM_SPINS 2048u
-#define RM_YIELDS 1024u
+/* How a wait paces its tests.  An image moves only while its ranks test
+ * (Open MPI progresses in MPI_Test; it yields the core itself when
+ * oversubscribed), so a data wait never sleeps.  The other waits are hot
+ * for a while -- they test, yielding the core between tests to whatever
+ * else is runnable on it, as a blocking MPI call does -- then sleep:
+ *   RM_PACE_IDLE   an agent waiting for a command stays hot for
+ *                  RM_HOT_IDLE_NS after its last one, so that a burst of
+ *                  commands (load, launch, query ...) is served at once;
+ *   RM_PACE_REPLY  the controller waiting for its agents' replies stays
+ *                  hot for RM_HOT_REPLY_NS of the wait, so that a reply
+ *                  after a step of a few ms (a launch) is taken at once.
+ * Then the wait sleeps 1 us, 2 us ... up to 100 us (the kernel's timer
+ * slack, 50 us by default, comes on top of each), and 1 ms once it has
+ * been quiet for RM_QUIET_NS more, so that an idle agent costs almost
+ * nothing: no wait spins when nothing is coming. */
+#define RM_SPINS 64u
+#define RM_HOT_IDLE_NS 2000000ull
+#define RM_HOT_REPLY_NS 20000000ull
 #define RM_QUIET_NS 50000000ull
+
+void rm_backoff_reset(rm_backoff *b)
+{
+    b->spins = 0;
+    b->naps = 0;
+    b->idle_since = 0;
+}
 
 void rm_backoff_step(rm_backoff *b, rm_pace pace)
 {
-    uint32_t s = b->spins++;
-    if (pace == RM_PACE_DATA || s < RM_SPINS) {
+    if (pace == RM_PACE_DATA || b->spins < RM_SPINS) {
+        b->spins++;
         return; /* the next MPI_Test is the progress */
-    }
-    if (s < RM_SPINS + RM_YIELDS) {
-        sched_yield();
-        return;
     }
     uint64_t now = rig_now_ns();
     if (b->idle_since == 0) {
         b->idle_since = now;
     }
-    uint32_t extra = s - (RM_SPINS + RM_YIELDS);
-    long ns = extra >= 100 ? 100000 : 1000 * (long)(extra + 1);
-    if (now - b->idle_since > RM_QUIET_NS) {
+    uint64_t quiet = now - b->idle_since;
+    uint64_t hot = pace == RM_PACE_REPLY ? RM_HOT_REPLY_NS : RM_HOT_IDLE_NS;
+    if (quiet < hot) {
+        sched_yield();
+        return;
+    }
+    uint32_t nap = b->naps < UINT32_MAX ? b->naps++ : b->naps;
+    long ns = nap >= 99 ? 100000 : 1000 * (long)(nap + 1);
+    if (quiet - hot > RM_QUIET_NS) {
         ns = 1000000;
     }
     struct timespec ts = {0, ns};
