@@ -316,6 +316,7 @@ typedef enum { RM_PACE_DATA, RM_PACE_IDLE } rm_pace;
 
 typedef struct {
     uint32_t spins;
+    uint64_t busy_since; /* the first step's time (spins 0) */
     uint64_t idle_since;
 } rm_backoff;
 
