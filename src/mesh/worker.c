@@ -710,17 +710,33 @@ static inline void relax(void)
 /* How a wait shares the CPU (the table's E_WAIT, mesh/abi/ends.h): spin
  * looks with a pause, then yield the core between looks, then sleep
  * between looks so that a node that waits long costs little.  The slot's
- * halt is read every WAIT_HALT_EVERY looks. */
+ * halt is read every WAIT_HALT_EVERY looks; whether the parent is gone
+ * (getppid, a system call) as often once the wait yields or sleeps, and
+ * every WAIT_PARENT_EVERY looks while it spins, so that a spinning wait
+ * stays a loop of loads (as the host's waits are) and still notices a
+ * lost parent within a millisecond or so. */
 #define WAIT_SPINS 4096u
 #define WAIT_YIELD_NS 2000000ull
 #define WAIT_SLEEP_NS 50000L
 #define WAIT_HALT_EVERY 256u
+#define WAIT_PARENT_EVERY 16384u
 
 static uint64_t now_ns(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* mesh_worker_halted for a wait at look `spin` of its spins (0 once it
+ * yields or sleeps): the parent only every WAIT_PARENT_EVERY spins. */
+static bool wait_halted(const mesh_worker *w, uint32_t spin)
+{
+    if (atomic_load_explicit(&w->me->halt, memory_order_acquire) != 0) {
+        return true;
+    }
+    return (spin == 0 || spin % WAIT_PARENT_EVERY == WAIT_PARENT_EVERY - 1) &&
+           getppid() != w->parent;
 }
 
 static bool wait_count(const mesh_end *e, size_t at, uint64_t c)
@@ -745,7 +761,7 @@ static bool wait_count(const mesh_end *e, size_t at, uint64_t c)
             return true;
         }
         if (look % WAIT_HALT_EVERY == WAIT_HALT_EVERY - 1 &&
-            mesh_worker_halted(e->w)) {
+            wait_halted(e->w, look < spins ? look : 0)) {
             return false;
         }
         if (look < spins) {
