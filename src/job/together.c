@@ -110,16 +110,6 @@ static void agreement_bury(agreement *rd)
     }
 }
 
-static bool mpi_fail(char **err, int rc, const char *call)
-{
-    char s[MPI_MAX_ERROR_STRING];
-    int n = 0;
-    if (MPI_Error_string(rc, s, &n) != MPI_SUCCESS) {
-        snprintf(s, sizeof(s), "MPI error %d", rc);
-    }
-    return rig_err(err, "system: %s failed: %s", call, s);
-}
-
 /* The job's failure, in the words every call of the job uses. */
 static bool job_failed(rig_transport *t, char **err)
 {
@@ -144,7 +134,7 @@ static bool agreement_wait(rig_transport *t, agreement *rd, bool *abandoned,
             *abandoned = true;
             rig_transport_fail(t, "failed: MPI_Test failed in a rank's "
                                   "rig_job_rails");
-            return mpi_fail(err, rc, "MPI_Test");
+            return rig_err_mpi(err, rc, "MPI_Test");
         }
         if (flag) {
             return true;
@@ -404,7 +394,7 @@ bool rig_job_rails(rig_job *job, const rig_job_rail_request *reqs, size_t n,
     if (rc != MPI_SUCCESS) {
         /* No collective of this job can match any more: fail it, so
          * that the others do not wait for this rank's part. */
-        mpi_fail(ok ? &mine : NULL, rc, "MPI_Ialltoall");
+        rig_err_mpi(ok ? &mine : NULL, rc, "MPI_Ialltoall");
         rig_transport_fail(jp.t, "failed: MPI_Ialltoall failed in "
                                  "rig_job_rails");
         ok = false;
@@ -428,7 +418,7 @@ bool rig_job_rails(rig_job *job, const rig_job_rail_request *reqs, size_t n,
     rc = MPI_Iallreduce(&rd->b_in, &rd->b_out, 1, MPI_INT64_T, MPI_MIN,
                         jp.rails_comm, &rd->req);
     if (rc != MPI_SUCCESS) {
-        mpi_fail(ok ? &mine : NULL, rc, "MPI_Iallreduce");
+        rig_err_mpi(ok ? &mine : NULL, rc, "MPI_Iallreduce");
         rig_transport_fail(jp.t, "failed: MPI_Iallreduce failed in "
                                  "rig_job_rails");
         ok = false;
@@ -467,7 +457,7 @@ bool rig_job_rails(rig_job *job, const rig_job_rail_request *reqs, size_t n,
         rc = MPI_Iallreduce(&rd->c_in, &rd->c_out, 1, MPI_INT64_T, MPI_MIN,
                             jp.rails_comm, &rd->req);
         if (rc != MPI_SUCCESS) {
-            mpi_fail(ok ? &mine : NULL, rc, "MPI_Iallreduce");
+            rig_err_mpi(ok ? &mine : NULL, rc, "MPI_Iallreduce");
             rig_transport_fail(jp.t, "failed: MPI_Iallreduce failed in "
                                      "rig_job_rails");
             ok = false;

@@ -140,17 +140,17 @@ static bool pair_comm(rig_mpi *m, int peer, MPI_Comm *out, char **err)
                         m->rank < peer ? peer : m->rank};
         int rc = MPI_Comm_group(m->comm, &all);
         if (rc != MPI_SUCCESS) {
-            return rig_mpi_err(err, rc, "MPI_Comm_group");
+            return rig_err_mpi(err, rc, "MPI_Comm_group");
         }
         rc = MPI_Group_incl(all, 2, ranks, &two);
         MPI_Group_free(&all);
         if (rc != MPI_SUCCESS) {
-            return rig_mpi_err(err, rc, "MPI_Group_incl");
+            return rig_err_mpi(err, rc, "MPI_Group_incl");
         }
         rc = MPI_Comm_create_group(m->comm, two, TAG_PAIR, &pc);
         MPI_Group_free(&two);
         if (rc != MPI_SUCCESS) {
-            return rig_mpi_err(err, rc, "MPI_Comm_create_group");
+            return rig_err_mpi(err, rc, "MPI_Comm_create_group");
         }
         MPI_Comm_set_errhandler(pc, MPI_ERRORS_RETURN);
         /* Whether the peer shares this node: both ranks learn the same. */
@@ -198,7 +198,7 @@ static bool mend_open(rig_mend *e, MPI_Comm pc, rig_rail **rail, char **err)
     MPI_Info_free(&info);
     if (rc != MPI_SUCCESS) {
         e->win = MPI_WIN_NULL;
-        return rig_mpi_err(
+        return rig_err_mpi(
             err, rc, shared ? "MPI_Win_allocate_shared" : "MPI_Win_allocate");
     }
     MPI_Win_set_errhandler(e->win, MPI_ERRORS_RETURN);
@@ -207,7 +207,7 @@ static bool mend_open(rig_mend *e, MPI_Comm pc, rig_rail **rail, char **err)
     memset(e->base, 0, e->layout.total); /* first touch: this rank's node */
     rc = MPI_Win_lock_all(MPI_MODE_NOCHECK, e->win);
     if (rc != MPI_SUCCESS) {
-        return rig_mpi_err(err, rc, "MPI_Win_lock_all");
+        return rig_err_mpi(err, rc, "MPI_Win_lock_all");
     }
     e->counts = e->base + e->layout.counts_at;
     e->out = e->base + e->layout.outbound_at;

@@ -150,9 +150,6 @@ static inline rig_mpi *rig_mpi_of(rig_transport *t)
     return (rig_mpi *)t;
 }
 
-/* "system: CALL failed: MPI's words" into *err; false. */
-bool rig_mpi_err(char **err, int rc, const char *call);
-
 /* ---- transport.c -------------------------------------------------------- */
 
 extern const rig_transport_ops rig_mpi_ops;
