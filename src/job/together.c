@@ -117,24 +117,39 @@ static bool job_failed(rig_transport *t, char **err)
     return rig_err(err, "%s", why != NULL ? why : "failed: the job failed");
 }
 
-/* Waits for rd->req, polling the job's failure with backoff.  False with
- * "failed: <why>" once the job failed (*abandoned: MPI may still use rd),
- * "system:" when MPI fails (and the job is failed, so that no rank waits
- * for this one's part). */
-static bool agreement_wait(rig_transport *t, agreement *rd, bool *abandoned,
-                           char **err)
+/* The agreement cannot complete (call failed with rc): fails the job, whose
+ * collectives can no longer match, so that no rank waits for this one's
+ * part (job_why: the job's reason); "system:" with MPI's words. */
+static bool agreement_broken(rig_transport *t, int rc, const char *call,
+                             const char *job_why, char **err)
 {
+    rig_transport_fail(t, job_why);
+    return rig_err_mpi(err, rc, call);
+}
+
+/* Waits for the collective just posted into rd->req, polling the job's
+ * failure with backoff; posted is what its call (named call) returned.
+ * False with "failed: <why>" once the job failed (*abandoned: MPI may
+ * still use rd), "system:" when the call or MPI_Test failed (and the job
+ * is failed, so that no rank waits for this one's part). */
+static bool agreement_wait(rig_transport *t, agreement *rd, int posted,
+                           const char *call, bool *abandoned, char **err)
+{
+    if (posted != MPI_SUCCESS) {
+        char why[96];
+        snprintf(why, sizeof(why), "failed: %s failed in rig_job_rails", call);
+        return agreement_broken(t, posted, call, why, err);
+    }
     rig_backoff b = {0};
     for (;;) {
         int flag = 0;
         int rc = MPI_Test(&rd->req, &flag, MPI_STATUS_IGNORE);
         if (rc != MPI_SUCCESS) {
-            /* The others may wait for this rank's part for good: fail
-             * the job, which ends their waits. */
             *abandoned = true;
-            rig_transport_fail(t, "failed: MPI_Test failed in a rank's "
-                                  "rig_job_rails");
-            return rig_err_mpi(err, rc, "MPI_Test");
+            return agreement_broken(t, rc, "MPI_Test",
+                                    "failed: MPI_Test failed in a rank's "
+                                    "rig_job_rails",
+                                    err);
         }
         if (flag) {
             return true;
@@ -391,16 +406,8 @@ bool rig_job_rails(rig_job *job, const rig_job_rail_request *reqs, size_t n,
     }
     rc = MPI_Ialltoall(rd->tell, 2, MPI_INT32_T, rd->told, 2, MPI_INT32_T,
                        jp.rails_comm, &rd->req);
-    if (rc != MPI_SUCCESS) {
-        /* No collective of this job can match any more: fail it, so
-         * that the others do not wait for this rank's part. */
-        rig_err_mpi(ok ? &mine : NULL, rc, "MPI_Ialltoall");
-        rig_transport_fail(jp.t, "failed: MPI_Ialltoall failed in "
-                                 "rig_job_rails");
-        ok = false;
-        goto out;
-    }
-    if (!agreement_wait(jp.t, rd, &abandoned, ok ? &mine : NULL)) {
+    if (!agreement_wait(jp.t, rd, rc, "MPI_Ialltoall", &abandoned,
+                        ok ? &mine : NULL)) {
         ok = false;
         goto out;
     }
@@ -417,14 +424,8 @@ bool rig_job_rails(rig_job *job, const rig_job_rail_request *reqs, size_t n,
     }
     rc = MPI_Iallreduce(&rd->b_in, &rd->b_out, 1, MPI_INT64_T, MPI_MIN,
                         jp.rails_comm, &rd->req);
-    if (rc != MPI_SUCCESS) {
-        rig_err_mpi(ok ? &mine : NULL, rc, "MPI_Iallreduce");
-        rig_transport_fail(jp.t, "failed: MPI_Iallreduce failed in "
-                                 "rig_job_rails");
-        ok = false;
-        goto out;
-    }
-    if (!agreement_wait(jp.t, rd, &abandoned, ok ? &mine : NULL)) {
+    if (!agreement_wait(jp.t, rd, rc, "MPI_Iallreduce", &abandoned,
+                        ok ? &mine : NULL)) {
         ok = false;
         goto out;
     }
@@ -456,12 +457,8 @@ bool rig_job_rails(rig_job *job, const rig_job_rail_request *reqs, size_t n,
     if (may_post(jp.t, ok ? &mine : NULL)) {
         rc = MPI_Iallreduce(&rd->c_in, &rd->c_out, 1, MPI_INT64_T, MPI_MIN,
                             jp.rails_comm, &rd->req);
-        if (rc != MPI_SUCCESS) {
-            rig_err_mpi(ok ? &mine : NULL, rc, "MPI_Iallreduce");
-            rig_transport_fail(jp.t, "failed: MPI_Iallreduce failed in "
-                                     "rig_job_rails");
-            ok = false;
-        } else if (!agreement_wait(jp.t, rd, &abandoned, ok ? &mine : NULL)) {
+        if (!agreement_wait(jp.t, rd, rc, "MPI_Iallreduce", &abandoned,
+                            ok ? &mine : NULL)) {
             ok = false;
         } else if (rd->c_out != ALL_WELL && ok) {
             ok = false;
