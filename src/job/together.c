@@ -45,7 +45,11 @@
  * A way out when the job fails.  Every wait here polls the job's failure
  * (a death is seen by the transport's watchers: a pidfd on this node,
  * UCX keepalive across nodes) and gives up at once with "failed:"; the
- * walk's rails do the same inside the pair protocol.  A collective given
+ * walk's rails do the same inside the pair protocol, whose one blocking
+ * step, the pair's collectives of RIG_TRANSPORT=mpi (its window), both
+ * ranks of the pair enter only once both agreed to (src/rail/mpi/end.c):
+ * a rank that gives up on the walk never leaves its partner there; only
+ * a peer that dies inside that step does (rig/job.h).  A collective given
  * up on cannot be cancelled (MPI_Cancel and MPI_Request_free are
  * erroneous on a non-blocking collective), so MPI may write its buffers
  * until MPI_Finalize: they are kept for the life of the process, on a
