@@ -16,9 +16,13 @@
  *                        kept; then the same graph made right works
  *   --kill-before (3)    rank 2 dies before its call: ranks 0 and 1 wait
  *                        for it in the call's first exchange
- *   --kill-during [N] (3) rank 2 dies while every rank is inside the call
- *                        (N rails per pair, default 300: the walk is
- *                        long enough for the death to land in it)
+ *   --kill-during [N [M]] (3) rank 2 dies while every rank is inside the
+ *                        call (N rails per pair, default 300: the walk is
+ *                        long enough for the death to land in it; M rails
+ *                        between ranks 0 and 1, default N: with M large
+ *                        their meetings, first in the walk's order, last
+ *                        past the death, which then finds rank 2 waiting
+ *                        for its first meeting, ranks 0 and 1 meeting)
  * The survivors of a kill must return "failed: ... rank 2 died" within
  * 2 s of the death, and end as rig/job.h says a failed job must.
  * mpitest.sh's timeout catches a hang. */
@@ -542,13 +546,14 @@ static void *killer(void *arg)
     return NULL;
 }
 
-/* per_pair rails between every two ranks, listed by peer (descending:
- * unlike the walk's order). */
-static size_t all_pairs(rig_job_rail_request *q, int per_pair)
+/* per_pair rails between every two ranks (first_pair between ranks 0 and
+ * 1), listed by peer (descending: unlike the walk's order). */
+static size_t all_pairs(rig_job_rail_request *q, int per_pair, int first_pair)
 {
     size_t n = 0;
     for (int p = size - 1; p >= 0; p--) {
-        for (int k = 0; p != me && k < per_pair; k++) {
+        int rails = p + me == 1 ? first_pair : per_pair;
+        for (int k = 0; p != me && k < rails; k++) {
             q[n++] = (rig_job_rail_request){.peer = p,
                                             .send = t8,
                                             .nsend = 1,
@@ -559,11 +564,11 @@ static size_t all_pairs(rig_job_rail_request *q, int per_pair)
     return n;
 }
 
-static void test_kill(bool during, int per_pair)
+static void test_kill(bool during, int per_pair, int first_pair)
 {
     static rig_job_rail_request q[MAX_EDGES];
     static rig_rail *rails[MAX_EDGES];
-    size_t n = all_pairs(q, per_pair);
+    size_t n = all_pairs(q, per_pair, first_pair);
     uint64_t t_kill = announce(2, during ? 20000000u : 200000000u);
     if (me == 2) {
         if (!during) {
@@ -613,6 +618,7 @@ int main(int argc, char **argv)
     setvbuf(stdout, NULL, _IOLBF, 0);
     mode = argc > 1 ? argv[1] : "--graph";
     long arg = argc > 2 ? atol(argv[2]) : 0;
+    long arg2 = argc > 3 ? atol(argv[3]) : 0;
     bool graph = strcmp(mode, "--graph") == 0;
     bool three = strcmp(mode, "--bad") == 0 ||
                  strcmp(mode, "--kill-before") == 0 ||
@@ -632,11 +638,16 @@ int main(int argc, char **argv)
     } else if (strcmp(mode, "--bad") == 0) {
         test_bad();
     } else {
-        int per_pair = arg > 0 ? (int)arg : 300;
-        if (per_pair * 2 > MAX_EDGES) {
-            T_FAIL("at most %d rails per pair", MAX_EDGES / 2);
+        long per_pair = arg > 0 ? arg : 300;
+        long first_pair = arg2 > 0 ? arg2 : per_pair;
+        /* Rank 0's requests: per_pair naming rank 2, first_pair rank 1. */
+        if (per_pair > MAX_EDGES || first_pair > MAX_EDGES ||
+            per_pair + (per_pair > first_pair ? per_pair : first_pair) >
+                MAX_EDGES) {
+            T_FAIL("at most %d rails per rank", MAX_EDGES);
         }
-        test_kill(strcmp(mode, "--kill-during") == 0, per_pair);
+        test_kill(strcmp(mode, "--kill-during") == 0, (int)per_pair,
+                  (int)first_pair);
     }
     T_ASSERT(rig_job_close(job));
     printf("rank %d: PASS %s\n", me, mode);

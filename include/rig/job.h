@@ -64,12 +64,14 @@
  *   - MPI collectives a death blocks for good: rig_job_open (MPI_Comm_dup,
  *     MPI_Allreduce, MPI_Allgather[v], MPI_Win_create_dynamic: every rank
  *     must get through it alive); with RIG_TRANSPORT=mpi, rig_job_rail in
- *     the step after both ranks' offers (MPI_Comm_create_group on the
- *     pair's first rail, MPI_Win_allocate[_shared], MPI_Win_free of the
- *     rails both released), if the peer dies, or its job fails, within
- *     that step; MPI_Finalize, which frees the windows of the jobs closed
- *     whole (MPI_Win_free, a barrier: rig_job_close leaves it there so as
- *     to call no collective after its closing barrier).
+ *     the step after both ranks' offers (MPI_Win_free of the rails both
+ *     released, MPI_Comm_create_group on the pair's first rail,
+ *     MPI_Win_allocate[_shared]), if the peer dies within that step (both
+ *     ranks enter it only once both agreed to, so a job that fails
+ *     around it leaves neither there); MPI_Finalize, which frees the
+ *     windows of the jobs closed whole (MPI_Win_free, a barrier:
+ *     rig_job_close leaves it there so as to call no collective after its
+ *     closing barrier).
  *   - calls that a death never blocks: rig_job_close (its closing barrier
  *     is an MPI_Ibarrier that gives up on a rank that left, and nothing
  *     collective follows it), rig_job_rail's exchanges (sends and receives

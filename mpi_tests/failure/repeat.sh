@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: BSD-3-Clause
 # The racy cases of never-hang (issue 13), each run many times: a death
 # while a survivor closes, a death beside rails that do not reach the
-# dead rank, a failure raised while a peer carries.  Run by CI; by hand:
+# dead rank, a failure raised while a peer carries, a death at any point
+# of rig_job_rails over MPI RMA.  Run by CI; by hand:
 #
 #   sh mpi_tests/failure/repeat.sh BUILDDIR [REPEATS [PARALLEL]]
 #
@@ -10,8 +11,9 @@
 # Each run is mpitest.sh with its .mpi file (its hang guard included);
 # any run that fails or hangs fails the whole, and its output is shown.
 # At the end, for each case: runs passed and the unblock times the
-# survivors measured (ms, from test_neverhang's UNBLOCK lines: min,
-# median, max) -- on a loaded machine, times grow; the bound is 2000 ms.
+# survivors measured (ms, from test_neverhang's and test_together's
+# UNBLOCK lines: min, median, max) -- on a loaded machine, times grow; the
+# bound is 2000 ms.
 set -u
 build=${1:?usage: repeat.sh BUILDDIR [REPEATS [PARALLEL]]}
 repeats=${2:-50}
@@ -21,8 +23,9 @@ build=$(cd "$build" && pwd)
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/repeat.XXXXXX") || exit 99
 trap 'rm -rf "$tmp"' EXIT
 
-# Case: its .mpi file, and the arguments it runs with here (a shorter
-# --lower: two jobs a run, the race is in each).
+# Case: its .mpi file (relative to this folder), and the arguments it
+# runs with here (a shorter --lower: two jobs a run, the race is in each).
+# A case's files in $tmp are named by the .mpi file's base name.
 cases="hang_close_death_both_np2
 hang_close_death_both_mpi_np2
 hang_close_death_rails_np2
@@ -32,14 +35,16 @@ hang_others_np4
 hang_before_rail_np2
 hang_lower_np2:--lower 2
 hang_lower_mpi_np2:--lower 2
-hang_lower_puts_np2:--lower 2"
+hang_lower_puts_np2:--lower 2
+../together_kill_during_mpi_np3"
 
-echo "$cases" | while IFS=: read -r name args; do
+echo "$cases" | while IFS=: read -r path args; do
+    name=$(basename "$path")
     spec=$tmp/$name.mpi
     if [ -n "$args" ]; then
-        sed "s|^args=.*|args=$args|" "$here/$name.mpi" > "$spec"
+        sed "s|^args=.*|args=$args|" "$here/$path.mpi" > "$spec"
     else
-        cp "$here/$name.mpi" "$spec"
+        cp "$here/$path.mpi" "$spec"
     fi
     i=1
     while [ "$i" -le "$repeats" ]; do
@@ -57,7 +62,8 @@ xargs -P "$parallel" -L 1 sh -c '
 ' "$build" "$here" "$tmp" < "$tmp/runs"
 took=$(( $(date +%s) - start ))
 
-echo "$cases" | while IFS=: read -r name args; do
+echo "$cases" | while IFS=: read -r path args; do
+    name=$(basename "$path")
     pass=0
     bad=
     for rc in "$tmp/$name".*.rc; do

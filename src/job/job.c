@@ -90,16 +90,6 @@ static pthread_mutex_t jobs_lock = PTHREAD_MUTEX_INITIALIZER;
 static rig_job *jobs;
 static int bad_job_logged;
 
-static bool mpi_fail(char **err, int rc, const char *call)
-{
-    char s[MPI_MAX_ERROR_STRING];
-    int n = 0;
-    if (MPI_Error_string(rc, s, &n) != MPI_SUCCESS) {
-        snprintf(s, sizeof(s), "MPI error %d", rc);
-    }
-    return rig_err(err, "system: %s failed: %s", call, s);
-}
-
 /* ---- the jobs of the process ----------------------------------------------
  */
 
@@ -409,7 +399,7 @@ static bool ranks_learn(rig_job *job, char **err)
                            MPI_BYTE, job->comm);
     if (rc != MPI_SUCCESS) {
         free(all);
-        return mpi_fail(err, rc, "MPI_Allgather");
+        return rig_err_mpi(err, rc, "MPI_Allgather");
     }
     for (int r = 0; r < job->size; r++) {
         rank_id *id = &all[r];
@@ -498,7 +488,7 @@ static bool agree(rig_job *job, bool ok, char **err)
     int rc = MPI_Allreduce(&bad, &first, 1, MPI_INT, MPI_MIN, job->comm);
     if (rc != MPI_SUCCESS) {
         if (ok) {
-            mpi_fail(err, rc, "MPI_Allreduce");
+            rig_err_mpi(err, rc, "MPI_Allreduce");
         }
         return false;
     }
@@ -541,7 +531,7 @@ bool rig_job_open(MPI_Comm comm, const rig_job_options *opt, rig_job **out,
     }
     int rc = MPI_Comm_test_inter(comm, &flag);
     if (rc != MPI_SUCCESS) {
-        return mpi_fail(err, rc, "MPI_Comm_test_inter");
+        return rig_err_mpi(err, rc, "MPI_Comm_test_inter");
     }
     if (flag) {
         return rig_err(err, "unsupported: comm is an intercommunicator");
@@ -555,7 +545,7 @@ bool rig_job_open(MPI_Comm comm, const rig_job_options *opt, rig_job **out,
     rc = MPI_Comm_dup(comm, &job->comm);
     if (rc != MPI_SUCCESS) {
         job_free(job);
-        return mpi_fail(err, rc, "MPI_Comm_dup");
+        return rig_err_mpi(err, rc, "MPI_Comm_dup");
     }
     MPI_Comm_set_errhandler(job->comm, MPI_ERRORS_RETURN);
     /* rig_job_rails' own: its collectives, which a rank may abandon when
@@ -564,7 +554,7 @@ bool rig_job_open(MPI_Comm comm, const rig_job_options *opt, rig_job **out,
     if (rc != MPI_SUCCESS) {
         MPI_Comm_free(&job->comm);
         job_free(job);
-        return mpi_fail(err, rc, "MPI_Comm_dup");
+        return rig_err_mpi(err, rc, "MPI_Comm_dup");
     }
     MPI_Comm_set_errhandler(job->rails_comm, MPI_ERRORS_RETURN);
     MPI_Comm_rank(job->comm, &job->rank);

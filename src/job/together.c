@@ -45,7 +45,11 @@
  * A way out when the job fails.  Every wait here polls the job's failure
  * (a death is seen by the transport's watchers: a pidfd on this node,
  * UCX keepalive across nodes) and gives up at once with "failed:"; the
- * walk's rails do the same inside the pair protocol.  A collective given
+ * walk's rails do the same inside the pair protocol, whose one blocking
+ * step, the pair's collectives of RIG_TRANSPORT=mpi (its window), both
+ * ranks of the pair enter only once both agreed to (src/rail/mpi/end.c):
+ * a rank that gives up on the walk never leaves its partner there; only
+ * a peer that dies inside that step does (rig/job.h).  A collective given
  * up on cannot be cancelled (MPI_Cancel and MPI_Request_free are
  * erroneous on a non-blocking collective), so MPI may write its buffers
  * until MPI_Finalize: they are kept for the life of the process, on a
@@ -110,16 +114,6 @@ static void agreement_bury(agreement *rd)
     }
 }
 
-static bool mpi_fail(char **err, int rc, const char *call)
-{
-    char s[MPI_MAX_ERROR_STRING];
-    int n = 0;
-    if (MPI_Error_string(rc, s, &n) != MPI_SUCCESS) {
-        snprintf(s, sizeof(s), "MPI error %d", rc);
-    }
-    return rig_err(err, "system: %s failed: %s", call, s);
-}
-
 /* The job's failure, in the words every call of the job uses. */
 static bool job_failed(rig_transport *t, char **err)
 {
@@ -127,24 +121,39 @@ static bool job_failed(rig_transport *t, char **err)
     return rig_err(err, "%s", why != NULL ? why : "failed: the job failed");
 }
 
-/* Waits for rd->req, polling the job's failure with backoff.  False with
- * "failed: <why>" once the job failed (*abandoned: MPI may still use rd),
- * "system:" when MPI fails (and the job is failed, so that no rank waits
- * for this one's part). */
-static bool agreement_wait(rig_transport *t, agreement *rd, bool *abandoned,
-                           char **err)
+/* The agreement cannot complete (call failed with rc): fails the job, whose
+ * collectives can no longer match, so that no rank waits for this one's
+ * part (job_why: the job's reason); "system:" with MPI's words. */
+static bool agreement_broken(rig_transport *t, int rc, const char *call,
+                             const char *job_why, char **err)
 {
+    rig_transport_fail(t, job_why);
+    return rig_err_mpi(err, rc, call);
+}
+
+/* Waits for the collective just posted into rd->req, polling the job's
+ * failure with backoff; posted is what its call (named call) returned.
+ * False with "failed: <why>" once the job failed (*abandoned: MPI may
+ * still use rd), "system:" when the call or MPI_Test failed (and the job
+ * is failed, so that no rank waits for this one's part). */
+static bool agreement_wait(rig_transport *t, agreement *rd, int posted,
+                           const char *call, bool *abandoned, char **err)
+{
+    if (posted != MPI_SUCCESS) {
+        char why[96];
+        snprintf(why, sizeof(why), "failed: %s failed in rig_job_rails", call);
+        return agreement_broken(t, posted, call, why, err);
+    }
     rig_backoff b = {0};
     for (;;) {
         int flag = 0;
         int rc = MPI_Test(&rd->req, &flag, MPI_STATUS_IGNORE);
         if (rc != MPI_SUCCESS) {
-            /* The others may wait for this rank's part for good: fail
-             * the job, which ends their waits. */
             *abandoned = true;
-            rig_transport_fail(t, "failed: MPI_Test failed in a rank's "
-                                  "rig_job_rails");
-            return mpi_fail(err, rc, "MPI_Test");
+            return agreement_broken(t, rc, "MPI_Test",
+                                    "failed: MPI_Test failed in a rank's "
+                                    "rig_job_rails",
+                                    err);
         }
         if (flag) {
             return true;
@@ -401,16 +410,8 @@ bool rig_job_rails(rig_job *job, const rig_job_rail_request *reqs, size_t n,
     }
     rc = MPI_Ialltoall(rd->tell, 2, MPI_INT32_T, rd->told, 2, MPI_INT32_T,
                        jp.rails_comm, &rd->req);
-    if (rc != MPI_SUCCESS) {
-        /* No collective of this job can match any more: fail it, so
-         * that the others do not wait for this rank's part. */
-        mpi_fail(ok ? &mine : NULL, rc, "MPI_Ialltoall");
-        rig_transport_fail(jp.t, "failed: MPI_Ialltoall failed in "
-                                 "rig_job_rails");
-        ok = false;
-        goto out;
-    }
-    if (!agreement_wait(jp.t, rd, &abandoned, ok ? &mine : NULL)) {
+    if (!agreement_wait(jp.t, rd, rc, "MPI_Ialltoall", &abandoned,
+                        ok ? &mine : NULL)) {
         ok = false;
         goto out;
     }
@@ -427,14 +428,8 @@ bool rig_job_rails(rig_job *job, const rig_job_rail_request *reqs, size_t n,
     }
     rc = MPI_Iallreduce(&rd->b_in, &rd->b_out, 1, MPI_INT64_T, MPI_MIN,
                         jp.rails_comm, &rd->req);
-    if (rc != MPI_SUCCESS) {
-        mpi_fail(ok ? &mine : NULL, rc, "MPI_Iallreduce");
-        rig_transport_fail(jp.t, "failed: MPI_Iallreduce failed in "
-                                 "rig_job_rails");
-        ok = false;
-        goto out;
-    }
-    if (!agreement_wait(jp.t, rd, &abandoned, ok ? &mine : NULL)) {
+    if (!agreement_wait(jp.t, rd, rc, "MPI_Iallreduce", &abandoned,
+                        ok ? &mine : NULL)) {
         ok = false;
         goto out;
     }
@@ -466,12 +461,8 @@ bool rig_job_rails(rig_job *job, const rig_job_rail_request *reqs, size_t n,
     if (may_post(jp.t, ok ? &mine : NULL)) {
         rc = MPI_Iallreduce(&rd->c_in, &rd->c_out, 1, MPI_INT64_T, MPI_MIN,
                             jp.rails_comm, &rd->req);
-        if (rc != MPI_SUCCESS) {
-            mpi_fail(ok ? &mine : NULL, rc, "MPI_Iallreduce");
-            rig_transport_fail(jp.t, "failed: MPI_Iallreduce failed in "
-                                     "rig_job_rails");
-            ok = false;
-        } else if (!agreement_wait(jp.t, rd, &abandoned, ok ? &mine : NULL)) {
+        if (!agreement_wait(jp.t, rd, rc, "MPI_Iallreduce", &abandoned,
+                            ok ? &mine : NULL)) {
             ok = false;
         } else if (rd->c_out != ALL_WELL && ok) {
             ok = false;

@@ -109,3 +109,26 @@ static inline void rig_cpu_relax(void)
 void rig_node_key(char *out, size_t len, const char *ns, const char *host);
 
 #endif
+
+/* MPI's errors in rig's words, for the layers that call MPI (src/README.md:
+ * rail/base, the transports, job).  Outside the include guard, and only
+ * where <mpi.h> came first: util itself stays on libc (check_layers.sh),
+ * as the one MPI symbol, MPI_Error_string, is referenced from the
+ * caller's object; a file that includes this header before <mpi.h> and
+ * uses the helper fails to compile, it cannot go wrong quietly. */
+#if defined(MPI_VERSION) && !defined(RIG_UTIL_MPI_ERR)
+#define RIG_UTIL_MPI_ERR
+#include <stdio.h>
+
+/* "system: CALL failed: <MPI's words for rc>" into *err (when err is not
+ * NULL); false, so that callers write `return rig_err_mpi(err, rc, ...)`. */
+static inline bool rig_err_mpi(char **err, int rc, const char *call)
+{
+    char s[MPI_MAX_ERROR_STRING];
+    int n = 0;
+    if (MPI_Error_string(rc, s, &n) != MPI_SUCCESS) {
+        snprintf(s, sizeof(s), "MPI error %d", rc);
+    }
+    return rig_err(err, "system: %s failed: %s", call, s);
+}
+#endif

@@ -28,16 +28,6 @@ struct rig_window {
 
 static int attach_warned;
 
-static bool mpi_fail(char **err, int rc, const char *call)
-{
-    char s[MPI_MAX_ERROR_STRING];
-    int n = 0;
-    if (MPI_Error_string(rc, s, &n) != MPI_SUCCESS) {
-        snprintf(s, sizeof(s), "MPI error %d", rc);
-    }
-    return rig_err(err, "system: %s failed: %s", call, s);
-}
-
 /* A control variable of the MPI (MPI_T, usable before MPI_Init): an
  * unsigned int, or a string into buf; false when the MPI has no such
  * variable. */
@@ -117,7 +107,7 @@ bool rig_window_open(MPI_Comm comm, rig_window **out, char **err)
     }
     if (arc != MPI_SUCCESS) {
         free(w);
-        return mpi_fail(err, arc, "MPI_Allreduce");
+        return rig_err_mpi(err, arc, "MPI_Allreduce");
     }
     w->win = MPI_WIN_NULL;
     pthread_mutex_init(&w->lock, NULL);
@@ -231,7 +221,7 @@ bool rig_window_attach(rig_window *w, void *base, size_t len)
     }
     char *why = NULL;
     if (room) {
-        mpi_fail(&why, rc, "MPI_Win_attach");
+        rig_err_mpi(&why, rc, "MPI_Win_attach");
     } else {
         rig_err(&why, "unsupported: the job's window holds %llu ends, its most",
                 (unsigned long long)limit);

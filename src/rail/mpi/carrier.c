@@ -66,11 +66,11 @@ static bool carry_locked(rig_mend *e, uint64_t ready, char **why)
     e->next_j = j;
     e->carried = ready;
     if (rc != MPI_SUCCESS) {
-        return rig_mpi_err(why, rc, "MPI_Put");
+        return rig_err_mpi(why, rc, "MPI_Put");
     }
     rc = MPI_Win_flush(e->target, e->win);
     if (rc != MPI_SUCCESS) {
-        return rig_mpi_err(why, rc, "MPI_Win_flush");
+        return rig_err_mpi(why, rc, "MPI_Win_flush");
     }
     rig_count_advance(e->counts, RIG_SENT_AT, ready);
     if (e->peer_counts_map != NULL) {
@@ -82,11 +82,11 @@ static bool carry_locked(rig_mend *e, uint64_t ready, char **why)
                         e->peer_counts + RIG_ARRIVED_AT, 1, MPI_UINT64_T,
                         MPI_MAX, e->win);
     if (rc != MPI_SUCCESS) {
-        return rig_mpi_err(why, rc, "MPI_Accumulate");
+        return rig_err_mpi(why, rc, "MPI_Accumulate");
     }
     rc = MPI_Win_flush(e->target, e->win);
     if (rc != MPI_SUCCESS) {
-        return rig_mpi_err(why, rc, "MPI_Win_flush");
+        return rig_err_mpi(why, rc, "MPI_Win_flush");
     }
     return true;
 }

@@ -94,6 +94,7 @@ static bool mend_make(void *self, int peer, int64_t id,
     e->peer = peer;
     e->id = id;
     e->win = MPI_WIN_NULL;
+    e->step_req = MPI_REQUEST_NULL;
     e->target = m->rank < peer ? 1 : 0;
     if (!rig_end_layout_make(send, nsend, receive, nreceive, 0, &e->layout,
                              err)) {
@@ -140,17 +141,17 @@ static bool pair_comm(rig_mpi *m, int peer, MPI_Comm *out, char **err)
                         m->rank < peer ? peer : m->rank};
         int rc = MPI_Comm_group(m->comm, &all);
         if (rc != MPI_SUCCESS) {
-            return rig_mpi_err(err, rc, "MPI_Comm_group");
+            return rig_err_mpi(err, rc, "MPI_Comm_group");
         }
         rc = MPI_Group_incl(all, 2, ranks, &two);
         MPI_Group_free(&all);
         if (rc != MPI_SUCCESS) {
-            return rig_mpi_err(err, rc, "MPI_Group_incl");
+            return rig_err_mpi(err, rc, "MPI_Group_incl");
         }
         rc = MPI_Comm_create_group(m->comm, two, TAG_PAIR, &pc);
         MPI_Group_free(&two);
         if (rc != MPI_SUCCESS) {
-            return rig_mpi_err(err, rc, "MPI_Comm_create_group");
+            return rig_err_mpi(err, rc, "MPI_Comm_create_group");
         }
         MPI_Comm_set_errhandler(pc, MPI_ERRORS_RETURN);
         /* Whether the peer shares this node: both ranks learn the same. */
@@ -171,7 +172,227 @@ static bool pair_comm(rig_mpi *m, int peer, MPI_Comm *out, char **err)
     return true;
 }
 
+/* ---- agreeing to connect ---------------------------------------------- */
+
+/* Connecting is a collective over the pair (MPI_Win_free of the rails
+ * both released, MPI_Comm_create_group on the pair's first rail,
+ * MPI_Win_allocate[_shared]) that Open MPI 4.1 cannot abort: both ranks
+ * enter it, or neither.  The pair protocol's exchanges
+ * give up when the job fails, and one rank may give up on its wait for
+ * the offers while the other, holding both, goes on to connect: that one
+ * then waited in the window's allocation for good (the hang of
+ * together_kill_during_mpi_np3, where the death of a third rank failed
+ * the job under a live pair).  No bounded exchange between two ranks
+ * that may both give up settles whether both go on (the two generals),
+ * so one of them decides: the pair's lower rank, the leader.  Before the
+ * collective each rank sends the other a word about the rail:
+ *   - the follower sends COMING and waits for the leader's word, giving
+ *     up only when the leader is gone (died, or finalized MPI);
+ *   - the leader waits for the follower's word: on COMING it answers
+ *     COMING and both connect; when the job fails first (or the follower
+ *     is gone, or says NOT) it answers NOT (not to a rank gone) and gives
+ *     up, and so does the follower on reading it;
+ *   - a rank that discards its end before connecting (it gave up on an
+ *     exchange, or the offers disagreed) sends NOT: its peer may be
+ *     waiting at connect.
+ * The follower's wait is bounded: it is at connect only with the
+ * leader's offer, so the leader made its end, and every way out of the
+ * pair protocol for a made end passes connect (which answers) or discard
+ * (which sends NOT).  The leader's wait ends with the job's failure.
+ * Words carry the rail's id: one of an earlier rail (sent by a rank that
+ * gave up, never read) is dropped.  What remains: a peer that dies inside
+ * the collective itself, which no rank can leave (rig/job.h). */
+
+enum { STEP_NOT = 0, STEP_COMING = 1 };
+
+/* Whether the leader of e's pair is this rank (the pair's lower rank). */
+static bool leads(const rig_mend *e)
+{
+    return e->m->rank < e->peer;
+}
+
+/* The job's failure, for a rail that gave up before connecting. */
+static bool step_failed(rig_mpi *m, int peer, char **err)
+{
+    const char *why = rig_failure_settled(&m->super, RIG_REASON_WAIT_NS);
+    if (why != NULL) {
+        return rig_err(err, "%s", why);
+    }
+    return rig_err(err, "failed: rank %d left the job", peer);
+}
+
+/* Sends word about e's rail to the peer (once per end). */
+static bool step_send(rig_mend *e, int64_t word, char **err)
+{
+    rig_mpi *m = e->m;
+    e->stepped = true;
+    e->step_buf = malloc(2 * sizeof(*e->step_buf));
+    if (e->step_buf == NULL) {
+        return rig_err(err, "nomem: a 16-byte message to rank %d", e->peer);
+    }
+    e->step_buf[0] = e->id;
+    e->step_buf[1] = word;
+    int rc = MPI_Isend(e->step_buf, 2, MPI_INT64_T, e->peer, TAG_STEP, m->comm,
+                       &e->step_req);
+    if (rc != MPI_SUCCESS) {
+        free(e->step_buf);
+        e->step_buf = NULL;
+        return rig_err_mpi(err, rc, "MPI_Isend");
+    }
+    return true;
+}
+
+/* Ends the send of e's word: done (MPI buffers a 16-byte send: done at
+ * once), or, if not within 100 ms, handed to MPI (MPI_Request_free) with
+ * its buffer kept for good (16 bytes, which MPI may read until sent). */
+static void step_end(rig_mend *e)
+{
+    if (e->step_buf == NULL) {
+        return;
+    }
+    uint64_t until = rig_now_ns() + 100000000u;
+    rig_backoff b = {0};
+    for (;;) {
+        int flag = 0;
+        if (MPI_Test(&e->step_req, &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS) {
+            e->step_buf = NULL; /* the request's state is unknown: keep it */
+            return;
+        }
+        if (flag) {
+            free(e->step_buf);
+            e->step_buf = NULL;
+            return;
+        }
+        if (rig_now_ns() > until) {
+            MPI_Request_free(&e->step_req);
+            e->step_buf = NULL;
+            return;
+        }
+        rig_backoff_step(&b);
+    }
+}
+
+/* How a wait for the peer's word ended. */
+typedef enum { WORD_GOT, WORD_GONE, WORD_FAILED, WORD_ERROR } word_wait;
+
+/* Waits for the peer's word on e's rail into *word; WORD_GONE once the
+ * peer is gone, WORD_FAILED (give_up only) once the job failed, and
+ * WORD_ERROR with "system:" when MPI fails. */
+static word_wait step_recv(rig_mend *e, bool give_up, int64_t *word, char **err)
+{
+    rig_mpi *m = e->m;
+    rig_backoff b = {0};
+    for (;;) {
+        int flag = 0;
+        MPI_Message msg;
+        MPI_Status st;
+        int rc = MPI_Improbe(e->peer, TAG_STEP, m->comm, &flag, &msg, &st);
+        if (rc != MPI_SUCCESS) {
+            rig_err_mpi(err, rc, "MPI_Improbe");
+            return WORD_ERROR;
+        }
+        if (flag) {
+            int64_t in[2] = {-1, STEP_NOT};
+            rc = MPI_Mrecv(in, 2, MPI_INT64_T, &msg, MPI_STATUS_IGNORE);
+            if (rc != MPI_SUCCESS) {
+                rig_err_mpi(err, rc, "MPI_Mrecv");
+                return WORD_ERROR;
+            }
+            if (in[0] == e->id) {
+                *word = in[1];
+                return WORD_GOT;
+            }
+            continue; /* an earlier rail's, from a rank that gave up */
+        }
+        /* Polls the ranks that left and the failures told (MPI). */
+        rig_mpi_gone(&m->super, NULL);
+        if (rig_failure_has_left(&m->fail, e->peer)) {
+            return WORD_GONE;
+        }
+        if (give_up && rig_transport_failed(&m->super, NULL) != NULL) {
+            return WORD_FAILED;
+        }
+        rig_backoff_step(&b);
+    }
+}
+
+/* The peer said NOT: "failed:" with the job's failure, or naming the
+ * peer when the job has not failed (an error of its own). */
+static bool step_refused(rig_mend *e, char **err)
+{
+    if (rig_transport_failed(&e->m->super, NULL) != NULL) {
+        return step_failed(e->m, e->peer, err);
+    }
+    return rig_err(err,
+                   "failed: rank %d gave up rail %lld (its error says why)",
+                   e->peer, (long long)e->id);
+}
+
+/* Whether both ranks connect e's rail (see above): true when they do;
+ * false with "failed:" (or "system:", "nomem:") when neither does. */
+static bool step_agree(rig_mend *e, char **err)
+{
+    rig_mpi *m = e->m;
+    int64_t word = STEP_NOT;
+    if (!leads(e)) {
+        if (!step_send(e, STEP_COMING, err)) {
+            /* The leader waits for this word: end its wait. */
+            rig_mpi_fail(&m->super, "failed: a rank could not agree to "
+                                    "connect a rail");
+            return false;
+        }
+        switch (step_recv(e, false, &word, err)) {
+        case WORD_GOT:
+            if (word != STEP_COMING) {
+                return step_refused(e, err);
+            }
+            /* A leader seen dead since would leave this rank in the
+             * collective: the cheap last look (the watcher's). */
+            if (rig_failure_has_left(&m->fail, e->peer)) {
+                return step_failed(m, e->peer, err);
+            }
+            return true;
+        case WORD_ERROR:
+            return false;
+        default: /* the leader is gone */
+            return step_failed(m, e->peer, err);
+        }
+    }
+    switch (step_recv(e, true, &word, err)) {
+    case WORD_GOT:
+        if (word != STEP_COMING) {
+            e->stepped = true; /* the follower gave up: it waits for none */
+            return step_refused(e, err);
+        }
+        if (rig_failure_has_left(&m->fail, e->peer)) {
+            e->stepped = true; /* it died since: nobody waits */
+            return step_failed(m, e->peer, err);
+        }
+        if (!step_send(e, STEP_COMING, err)) {
+            /* The follower waits for this word: end its wait. */
+            rig_mpi_fail(&m->super, "failed: a rank could not agree to "
+                                    "connect a rail");
+            return false;
+        }
+        return true;
+    case WORD_FAILED:
+        step_send(e, STEP_NOT, NULL); /* first: the follower waits for it */
+        return step_failed(m, e->peer, err);
+    case WORD_GONE:
+        e->stepped = true; /* nobody waits */
+        return step_failed(m, e->peer, err);
+    default:
+        /* MPI failed here: the follower still waits for a word. */
+        step_send(e, STEP_NOT, NULL);
+        rig_mpi_fail(&m->super, "failed: a rank could not agree to connect "
+                                "a rail");
+        return false;
+    }
+}
+
 /* ---- connecting ------------------------------------------------------ */
+
+static void free_marked(rig_mpi *m, int peer);
 
 /* Allocates e's window (collective over the pair), zeroes and locks it,
  * makes the ABI end and rail. */
@@ -198,7 +419,7 @@ static bool mend_open(rig_mend *e, MPI_Comm pc, rig_rail **rail, char **err)
     MPI_Info_free(&info);
     if (rc != MPI_SUCCESS) {
         e->win = MPI_WIN_NULL;
-        return rig_mpi_err(
+        return rig_err_mpi(
             err, rc, shared ? "MPI_Win_allocate_shared" : "MPI_Win_allocate");
     }
     MPI_Win_set_errhandler(e->win, MPI_ERRORS_RETURN);
@@ -207,7 +428,7 @@ static bool mend_open(rig_mend *e, MPI_Comm pc, rig_rail **rail, char **err)
     memset(e->base, 0, e->layout.total); /* first touch: this rank's node */
     rc = MPI_Win_lock_all(MPI_MODE_NOCHECK, e->win);
     if (rc != MPI_SUCCESS) {
-        return rig_mpi_err(err, rc, "MPI_Win_lock_all");
+        return rig_err_mpi(err, rc, "MPI_Win_lock_all");
     }
     e->counts = e->base + e->layout.counts_at;
     e->out = e->base + e->layout.outbound_at;
@@ -240,8 +461,9 @@ static bool mend_open(rig_mend *e, MPI_Comm pc, rig_rail **rail, char **err)
     return true;
 }
 
-/* The pair protocol's connect: the pair's communicator (made once, now
- * that both know the other comes) and the rail's window. */
+/* The pair protocol's connect: once both ranks agreed to (above), the
+ * windows of the rails both released (marked in this meeting's offers),
+ * the pair's communicator (made once) and the rail's window. */
 static bool mend_connect(void *end, const void *desc, size_t desc_len,
                          rig_rail **rail, rig_handshake_mem *mem,
                          const void **answer, size_t *answer_len, char **err)
@@ -250,7 +472,13 @@ static bool mend_connect(void *end, const void *desc, size_t desc_len,
     (void)desc_len;
     rig_mend *e = end;
     MPI_Comm pc = MPI_COMM_NULL;
-    if (!pair_comm(e->m, e->peer, &pc, err) || !mend_open(e, pc, rail, err)) {
+    bool ok = step_agree(e, err);
+    if (ok) {
+        free_marked(e->m, e->peer);
+        ok = pair_comm(e->m, e->peer, &pc, err) && mend_open(e, pc, rail, err);
+    }
+    step_end(e);
+    if (!ok) {
         return false;
     }
     e->rail = *rail;
@@ -294,14 +522,20 @@ static void mend_finish(void *end, const void *answer, size_t answer_len,
     }
 }
 
-/* The pair protocol's discard: e was never listed.  Its window, if made,
- * is freed by both ranks when both discard at the same step (together);
- * otherwise the exchange failed with the job and the peer may be gone,
- * so the window is left to MPI (a collective with a dead peer would
- * never return). */
+/* The pair protocol's discard: e was never listed.  Before connect, the
+ * peer is told NOT (it may be waiting at connect for this rank's word).
+ * Its window, if made, is freed by both ranks when both discard at the
+ * same step (together); otherwise the exchange failed with the job and
+ * the peer may be gone, so the window is left to MPI (a collective with
+ * a dead peer would never return). */
 static void mend_discard(void *end, rig_rail *rail, bool together)
 {
     rig_mend *e = end;
+    if (!e->stepped) {
+        /* Before connect: the peer may be waiting there for a word. */
+        step_send(e, STEP_NOT, NULL);
+        step_end(e);
+    }
     if (rail != NULL) {
         rig_rail_release(rail); /* e is not listed: the hook does nothing */
     }
@@ -349,6 +583,9 @@ static void mend_released(void *self, int peer, int64_t **ids, size_t *n)
     size_t k = 0;
     for (rig_mend *e = m->ends; e != NULL; e = e->next) {
         k += released_by_me(e, peer) ? 1 : 0;
+        if (e->peer == peer) {
+            e->freeing = false; /* a new meeting: see mend_free_released */
+        }
     }
     int64_t *out = k > 0 ? malloc(k * sizeof(*out)) : NULL;
     k = 0;
@@ -365,29 +602,54 @@ static void mend_released(void *self, int peer, int64_t **ids, size_t *n)
     *n = k;
 }
 
-/* The pair protocol's free_released: both ranks free the same windows in
- * the same order, right after the offers that agreed on them. */
+/* The pair protocol's free_released: marks the rails both ranks
+ * released, for this meeting's connect to free.  Not freed here: the
+ * frees are collectives over the pair, and a rank whose wait for the
+ * offers gave up (the job failed) is not here -- its peer would wait in
+ * MPI_Win_free for good.  Connect happens only once both ranks agreed to
+ * it, and then both marked the same rails in this meeting (both got both
+ * offers); the marks of a meeting that does not connect are dropped at
+ * the pair's next (mend_released), whose offers list those rails again. */
 static void mend_free_released(void *self, int peer, const int64_t *ids,
                                size_t n)
 {
     rig_mpi *m = self;
-    for (size_t i = 0; i < n; i++) {
-        rig_lock(&m->lock, MPI_LOCK_LEVEL);
-        rig_mend **pp = &m->ends;
-        while (*pp != NULL &&
-               !((*pp)->id == ids[i] && released_by_me(*pp, peer))) {
-            pp = &(*pp)->next;
+    rig_lock(&m->lock, MPI_LOCK_LEVEL);
+    for (rig_mend *e = m->ends; e != NULL; e = e->next) {
+        for (size_t i = 0; i < n && released_by_me(e, peer); i++) {
+            if (e->id == ids[i]) {
+                e->freeing = true;
+            }
         }
-        rig_mend *e = *pp;
+    }
+    rig_unlock(&m->lock, MPI_LOCK_LEVEL);
+}
+
+/* Frees the windows of the rails with peer marked by this meeting's
+ * free_released, in increasing id, as the peer does; at connect, once
+ * both ranks agreed to it. */
+static void free_marked(rig_mpi *m, int peer)
+{
+    for (;;) {
+        rig_lock(&m->lock, MPI_LOCK_LEVEL);
+        rig_mend **first = NULL;
+        for (rig_mend **pp = &m->ends; *pp != NULL; pp = &(*pp)->next) {
+            if ((*pp)->freeing && released_by_me(*pp, peer) &&
+                (first == NULL || (*pp)->id < (*first)->id)) {
+                first = pp;
+            }
+        }
+        rig_mend *e = first != NULL ? *first : NULL;
         bool last = false;
         if (e != NULL) {
-            *pp = e->next;
+            *first = e->next;
             rig_mpi_unref_locked(m, &last); /* the job holds one: not last */
         }
         rig_unlock(&m->lock, MPI_LOCK_LEVEL);
-        if (e != NULL) {
-            rig_mend_destroy(m, e);
+        if (e == NULL) {
+            return;
         }
+        rig_mend_destroy(m, e);
     }
 }
 

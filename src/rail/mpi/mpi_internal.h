@@ -43,7 +43,8 @@
  * Lifetimes.  A window is freed collectively over its pair, so never in
  * the release hook: a window lives until both ranks released its rail
  * and say so in the pair protocol's next offers (../base/handshake.h),
- * which frees it then (MPI_Win_free by both, in id order), or until
+ * after which the pair's connect frees it (MPI_Win_free by both, in id
+ * order, once both agreed to connect: end.c), or until
  * rig_job_close, which hands those of rails neither rank holds (one
  * exchange per pair, giving up on a peer gone) to MPI_Finalize to free
  * (../base/finalize.h: no collective after the closing barrier).  A
@@ -67,7 +68,8 @@
 
 /* Tags of this transport on the job's communicator. */
 enum {
-    TAG_PAIR = RIG_TAG_TRANSPORT, /* MPI_Comm_create_group */
+    TAG_PAIR = RIG_TAG_TRANSPORT,     /* MPI_Comm_create_group */
+    TAG_STEP = RIG_TAG_TRANSPORT + 1, /* a rail's word before connect */
     TAG_CLOSE = RIG_TAG_TRANSPORT + 3,
     TAG_FAIL = RIG_TAG_TRANSPORT + 4, /* a failure's reason, to every rank */
     TAG_LEFT = RIG_TAG_TRANSPORT + 5  /* this rank finalized MPI, job open */
@@ -110,10 +112,16 @@ struct rig_mend {
     rig_mend_answer answer; /* this end's, for the peer */
     rig_end *end;
     rig_rail *rail;
-    bool listed; /* in the transport's list (the rail was handed out) */
-    bool held;   /* the ABI end is alive */
-    bool in_job; /* until close */
+    bool listed;  /* in the transport's list (the rail was handed out) */
+    bool held;    /* the ABI end is alive */
+    bool in_job;  /* until close */
+    bool freeing; /* both ranks released it: freed at the pair's connect */
     rig_mend *next;
+    /* The word this end sent its peer before connect (end.c): sent
+     * (one at most), its request and buffer until the send is done. */
+    bool stepped;
+    MPI_Request step_req;
+    int64_t *step_buf;
 };
 
 struct rig_mpi {
@@ -149,9 +157,6 @@ static inline rig_mpi *rig_mpi_of(rig_transport *t)
 {
     return (rig_mpi *)t;
 }
-
-/* "system: CALL failed: MPI's words" into *err; false. */
-bool rig_mpi_err(char **err, int rc, const char *call);
 
 /* ---- transport.c -------------------------------------------------------- */
 

@@ -10,16 +10,6 @@
 #include <string.h>
 #include <unistd.h>
 
-bool rig_mpi_err(char **err, int rc, const char *call)
-{
-    char s[MPI_MAX_ERROR_STRING];
-    int n = 0;
-    if (MPI_Error_string(rc, s, &n) != MPI_SUCCESS) {
-        snprintf(s, sizeof(s), "MPI error %d", rc);
-    }
-    return rig_err(err, "system: %s failed: %s", call, s);
-}
-
 void rig_mpi_unref_locked(rig_mpi *m, bool *last)
 {
     *last = --m->refs == 0;
