@@ -45,16 +45,6 @@ typedef struct {
     uint64_t len;                      /* the transport's answer that follows */
 } answer_head;
 
-static bool mpi_fail(char **err, int rc, const char *call)
-{
-    char s[MPI_MAX_ERROR_STRING];
-    int n = 0;
-    if (MPI_Error_string(rc, s, &n) != MPI_SUCCESS) {
-        snprintf(s, sizeof(s), "MPI error %d", rc);
-    }
-    return rig_err(err, "system: %s failed: %s", call, s);
-}
-
 /* ---- one exchange -------------------------------------------------------- */
 
 /* Sends buf to peer and receives the peer's message of the same tag, both
@@ -67,7 +57,7 @@ static bool swap(const rig_handshake *h, int peer, int tag, const void *buf,
     MPI_Request req;
     int rc = MPI_Isend(buf, (int)len, MPI_BYTE, peer, tag, h->comm, &req);
     if (rc != MPI_SUCCESS) {
-        return mpi_fail(err, rc, "MPI_Isend");
+        return rig_err_mpi(err, rc, "MPI_Isend");
     }
     rig_backoff b = {0};
     int flag = 0;
@@ -89,7 +79,7 @@ static bool swap(const rig_handshake *h, int peer, int tag, const void *buf,
     if (rc != MPI_SUCCESS) {
         MPI_Cancel(&req);
         MPI_Request_free(&req);
-        return mpi_fail(err, rc, "MPI_Improbe");
+        return rig_err_mpi(err, rc, "MPI_Improbe");
     }
     int count = 0;
     MPI_Get_count(&st, MPI_BYTE, &count);
@@ -105,7 +95,7 @@ static bool swap(const rig_handshake *h, int peer, int tag, const void *buf,
     if (rc != MPI_SUCCESS) {
         free(m);
         MPI_Wait(&req, MPI_STATUS_IGNORE);
-        return mpi_fail(err, rc, "MPI_Mrecv");
+        return rig_err_mpi(err, rc, "MPI_Mrecv");
     }
     b.spins = 0;
     for (;;) {
@@ -124,7 +114,7 @@ static bool swap(const rig_handshake *h, int peer, int tag, const void *buf,
     }
     if (rc != MPI_SUCCESS) {
         free(m);
-        return mpi_fail(err, rc, "MPI_Test");
+        return rig_err_mpi(err, rc, "MPI_Test");
     }
     *in = m;
     *inlen = (size_t)count;

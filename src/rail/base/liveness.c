@@ -704,16 +704,6 @@ void rig_liveness_close(rig_liveness *l)
     free(l);
 }
 
-static bool mpi_fail(char **err, int rc, const char *call)
-{
-    char s[MPI_MAX_ERROR_STRING];
-    int n = 0;
-    if (MPI_Error_string(rc, s, &n) != MPI_SUCCESS) {
-        snprintf(s, sizeof(s), "MPI error %d", rc);
-    }
-    return rig_err(err, "system: %s failed: %s", call, s);
-}
-
 bool rig_liveness_open(MPI_Comm comm, int rank, int size, const bool *local,
                        uint64_t bound_ms, rig_liveness_lost_fn lost, void *arg,
                        rig_liveness **out, char **err)
@@ -766,7 +756,7 @@ bool rig_liveness_open(MPI_Comm comm, int rank, int size, const bool *local,
         goto out;
     }
     if (rc != MPI_SUCCESS) {
-        mpi_fail(err, rc, "MPI_Allgather");
+        rig_err_mpi(err, rc, "MPI_Allgather");
         goto out;
     }
     l->rank = rank;
