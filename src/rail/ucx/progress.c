@@ -76,11 +76,12 @@
 /* The longest the thread sleeps even when nothing asks it to wake: a
  * backstop for a wakeup UCX does not deliver.  Under MPICH 4.0 (whose
  * ch4:ucx has its own UCX context in the process) rails over UCX
- * (RIG_SHM_STORES=off, RIG_UCX_TLS=tcp,self) stalled for good with both
- * ranks' progress threads asleep on an armed worker and a wait on each
- * side; progressing the worker again ends the stall.  The cause inside
- * UCX is not known: the backstop turns a missed wakeup into a 20 ms
- * delay instead of a hang, at the cost of 50 wakeups a second. */
+ * (RIG_SHM_STORES=off, RIG_UCX_TLS=tcp,self) stalled with both ranks'
+ * progress threads asleep on an armed worker and a wait on each side;
+ * progressing the worker again ended the stall.  Waits drive the worker
+ * now and those runs pass; the backstop stays for what nobody waits on
+ * and for the block mode, turning a missed wakeup into a 20 ms delay
+ * instead of a hang, at the cost of 50 wakeups a second. */
 #define BACKSTOP_MS 20
 
 /* The most ucp_worker_progress calls of one drive: a waiter looks at its
