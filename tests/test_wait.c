@@ -289,6 +289,123 @@ static void test_block(void)
     set_mode(RIG_WAIT_AUTO);
 }
 
+/* ---- transports that move when driven ------------------------------------ */
+
+/* An end whose counts move only inside its progress hook, as a network
+ * library's handlers raise them inside its progress call: the hook raises
+ * `at` to c on its `after`-th call (0: never) and counts its calls. */
+typedef struct {
+    plain p;
+    atomic_uint calls;
+    unsigned after;
+    size_t at;
+    uint64_t c;
+} driven;
+
+static void driven_progress(void *arg)
+{
+    driven *d = arg;
+    unsigned n = atomic_fetch_add(&d->calls, 1) + 1;
+    if (n == d->after) {
+        rig_count_advance(d->p.counts, d->at, d->c);
+    }
+}
+
+static void driven_make(driven *d, unsigned after, size_t at, uint64_t c)
+{
+    memset(d, 0, sizeof(*d));
+    d->after = after;
+    d->at = at;
+    d->c = c;
+    rig_end_desc desc = {.counts = {d->p.counts, sizeof(d->p.counts)},
+                         .wake = plain_wake,
+                         .self = &d->p,
+                         .progress = driven_progress,
+                         .progress_arg = d};
+    char *err = NULL;
+    T_OK(rig_end_make(&desc, &d->p.e, &err), err);
+}
+
+/* A wait drives its end's transport on its own thread: with nobody else
+ * to move the count, waits end in every mode but block (which leaves the
+ * driving to the transport's thread), a test drives once and looks
+ * again, waits for all and any drive every end still awaited. */
+static void test_driven(void)
+{
+    static const rig_wait_mode modes[] = {RIG_WAIT_AUTO, RIG_WAIT_SPIN,
+                                          RIG_WAIT_YIELD};
+    for (size_t i = 0; i < 3; i++) {
+        set_mode(modes[i]);
+        driven d;
+        driven_make(&d, 200, RIG_ARRIVED_AT, 5);
+        bool to = true;
+        if (!rig_end_wait_arrived_for(d.p.e, 5, 10000, &to)) {
+            T_FAILF("%s: a wait on a driven end ended without its count "
+                    "(timed out %d, %u calls of its hook)",
+                    rig_wait_mode_name(modes[i]), (int)to,
+                    atomic_load(&d.calls));
+        } else {
+            CU_PASS("driven wait");
+        }
+        T_TRUE(atomic_load(&d.calls) >= 200);
+        rig_end_release(d.p.e);
+        /* sent too; no drive is wasted after the count came. */
+        driven_make(&d, 3, RIG_SENT_AT, 2);
+        T_TRUE(rig_end_wait_sent_for(d.p.e, 2, 10000, NULL));
+        T_EQ_U(atomic_load(&d.calls), 3);
+        rig_end_release(d.p.e);
+    }
+    set_mode(RIG_WAIT_AUTO);
+
+    /* A test drives once, then looks again. */
+    driven t;
+    driven_make(&t, 1, RIG_ARRIVED_AT, 1);
+    T_TRUE(rig_end_test_arrived(t.p.e, 1) == RIG_REACHED);
+    T_EQ_U(atomic_load(&t.calls), 1);
+    /* A count already there: no drive. */
+    T_TRUE(rig_end_test_arrived(t.p.e, 1) == RIG_REACHED);
+    T_EQ_U(atomic_load(&t.calls), 1);
+    /* One that never comes: one drive a test. */
+    T_TRUE(rig_end_test_sent(t.p.e, 1) == RIG_NOT_YET);
+    T_EQ_U(atomic_load(&t.calls), 2);
+    rig_end_release(t.p.e);
+
+    /* All and any: each end still awaited is driven. */
+    driven a, b;
+    driven_make(&a, 50, RIG_ARRIVED_AT, 1);
+    driven_make(&b, 500, RIG_ARRIVED_AT, 1);
+    rig_goal g[2] = {{a.p.e, RIG_ARRIVED_AT, 1}, {b.p.e, RIG_ARRIVED_AT, 1}};
+    size_t which = 9;
+    T_TRUE(rig_wait_any_for(g, 2, 10000, &which) == RIG_REACHED);
+    T_EQ_U(which, 0);
+    T_TRUE(rig_wait_all_for(g, 2, 10000, &which) == RIG_REACHED);
+    T_EQ_U(which, 2);
+    T_TRUE(atomic_load(&b.calls) >= 500);
+    rig_end_release(a.p.e);
+    rig_end_release(b.p.e);
+
+    /* Block never drives: the transport's own thread does. */
+    set_mode(RIG_WAIT_BLOCK);
+    driven n;
+    driven_make(&n, 0, RIG_ARRIVED_AT, 1);
+    double c0 = thread_cpu_s(), t0 = now_s();
+    bool to = false;
+    T_TRUE(!rig_end_wait_arrived_for(n.p.e, 1, 300, &to));
+    double cpu = thread_cpu_s() - c0, wall = now_s() - t0;
+    T_TRUE(to);
+    unsigned calls = atomic_load(&n.calls);
+    printf("\n  block: a %.0f ms wait on a driven end drove it %u times, "
+           "used %.2f ms of CPU ",
+           wall * 1e3, calls, cpu * 1e3);
+    if (calls != 0 || cpu > 0.05 * wall) {
+        T_FAILF("block: a %.3f s wait drove its end %u times, used %.3f s "
+                "of CPU",
+                wall, calls, cpu);
+    }
+    rig_end_release(n.p.e);
+    set_mode(RIG_WAIT_AUTO);
+}
+
 /* ---- several ends -------------------------------------------------------- */
 
 static void test_goals_bad(void)
@@ -677,6 +794,8 @@ int main(void)
     CU_add_test(s, "every mode: raised, stored, failed, time limit",
                 test_modes_wait);
     CU_add_test(s, "block: no CPU while waiting, noticed in time", test_block);
+    CU_add_test(s, "driven ends: waits and tests run the transport's hook",
+                test_driven);
     CU_add_test(s, "goals: bad input refused first", test_goals_bad);
     CU_add_test(s, "goals: all and any, tests and limits", test_goals);
     CU_add_test(s, "goals: failure mid-wait in every mode", test_goals_fail);

@@ -39,7 +39,10 @@
  *    lookup), release, self (handed back to wake and release), and --
  *    optional, for a transport that stores straight into this memory --
  *    the receive list (receive, nreceive), so that waits for `arrived`
- *    pull the awaited transfer's line while they poll.  Then
+ *    pull the awaited transfer's line while they poll, and -- optional,
+ *    for a transport whose counts move only when its progress runs --
+ *    a progress hook (progress, progress_arg) that waits on the end call
+ *    while they spin or yield (rig/wait.h: it must never block).  Then
  *    rig_end_make (the end is now live: ready_fn finds it) and
  *    rig_rail_make(id, end) (the rail takes the end's reference; a rail
  *    and its local end share one count, so either keeps both alive).  Give

@@ -236,6 +236,19 @@ typedef struct {
      * Each transfer must land inside one copy of the inbound. */
     const rig_transfer *receive;
     size_t nreceive;
+    /* Optional: drives the transport for a thread that waits on this
+     * end.  A wait or test of the end's counts (rig_end_wait_*,
+     * rig_end_test_*, rig_wait_*, the run helpers) that finds a count
+     * missing calls progress(progress_arg) while it spins or yields --
+     * never in the block mode (rig/wait.h) -- as MPI's waits drive
+     * MPI: for a transport whose counts move only when someone runs its
+     * progress (a network library's completion handlers).  Called from
+     * any thread, concurrently, often: it must return at once when
+     * another thread is at it (take its locks with a try), must not block,
+     * and must not wait on rig's counts.  progress_arg must stay valid
+     * while the end does.  NULL: the counts move without the waiter. */
+    void (*progress)(void *arg);
+    void *progress_arg;
 } rig_end_desc;
 
 /* Sets d's outbound, inbound and counts to the areas layout l places in an

@@ -38,6 +38,16 @@
  * apart); else not oversubscribed.  rig_wait_node and rig_wait_mode_set
  * make auto decide again.
  *
+ * *Driving the transport.*  Across nodes a rail's counts move when its
+ * transport's progress runs (UCX's handlers raise them inside
+ * ucp_worker_progress).  A wait or test that misses runs the progress
+ * hook of its ends (rig_end_desc.progress) on its own thread, as MPI's
+ * waits progress MPI: once at the first miss (so a test drives once and
+ * looks again), every few polls while it spins, before each yield and
+ * before each sleep of yield and auto.  Block never drives: its waits
+ * sleep and leave it to the transport's own thread.  Ends on one node,
+ * and the loopback provider's, have no hook.
+ *
  * *Reaching a count.*  A test or a wait tells four outcomes apart
  * (rig_reach): the count reached c, not yet (a test, or a wait's time
  * limit passed), the job failed (the count is RIG_COUNT_FAILED: it will

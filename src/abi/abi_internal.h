@@ -23,6 +23,8 @@ struct rig_end {
     rig_rail *rail;   /* set once by rig_rail_make */
     int64_t *land;    /* dst of each received transfer (desc->receive) */
     size_t nland;
+    void (*progress)(void *arg); /* desc->progress: waits drive it */
+    void *progress_arg;
     struct rig_end *next_live; /* chain of the table bucket */
 };
 

@@ -158,6 +158,8 @@ bool rig_end_make(const rig_end_desc *d, rig_end **out, char **err)
     e->ready_fn = d->ready_fn != NULL ? d->ready_fn : rig_ready_by_counts;
     e->release = d->release;
     e->self = d->self;
+    e->progress = d->progress;
+    e->progress_arg = d->progress_arg;
     atomic_init(&e->refs, 1);
     atomic_init(&e->busy, 0);
     atomic_init(&e->live, true);

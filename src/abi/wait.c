@@ -43,6 +43,10 @@ static atomic_ulong sleep_cap_ns = 1000000;
 #define NAP_MAX_NS 100000ull
 #define BLOCK_MIN_NS 20000ull
 #define SLEEP_US_MAX 1000000ull
+/* Spinning polls between two drives of an end's transport: a drive (UCX:
+ * ucp_worker_progress, an epoll_wait of no time) costs about as much as
+ * this many pauses, so a spinning wait spends half its time driving. */
+#define DRIVE_POLLS 16u
 
 /* The largest machine sched_getaffinity is asked about: 8,192 PUs. */
 #define AFFINITY_WORDS (8192 / (8 * sizeof(unsigned long)))
@@ -305,6 +309,21 @@ static void sleep_on(unsigned seen, uint64_t ns)
  * failed), read with seq_cst loads. */
 typedef bool (*settled_fn)(const void *arg);
 
+/* Drives the transports of a wait's ends (rig_end_desc.progress), on the
+ * waiting thread: over a network library whose handlers raise the
+ * counts, the waiter then handles the message that settles it, with no
+ * wake-up of a progress thread in between -- as MPI's waits progress
+ * MPI.  NULL when no end of the wait has a hook. */
+typedef void (*drive_fn)(const void *arg);
+
+/* How a wait looks at its counts and drives their transports; arg is
+ * handed to both. */
+typedef struct {
+    settled_fn settled;
+    drive_fn drive;
+    const void *arg;
+} wait_ops;
+
 typedef struct {
     uint32_t polls;
     int plan;
@@ -313,6 +332,7 @@ typedef struct {
     uint64_t deadline;
     uint64_t yield_from; /* when the yield phase began; 0: not yet */
     uint64_t nap_ns;     /* the next sleep */
+    drive_fn drive;      /* the wait's, NULL in block (waiter_step) */
 } waiter;
 
 static void waiter_init(waiter *w, uint32_t timeout_ms)
@@ -336,7 +356,7 @@ static bool past(waiter *w, uint64_t now)
 }
 
 static void nap(waiter *w, uint64_t now, uint64_t min_ns, uint64_t max_ns,
-                settled_fn settled, const void *arg)
+                const wait_ops *ops)
 {
     uint64_t ns = w->nap_ns < min_ns ? min_ns : w->nap_ns;
     if (ns > max_ns) {
@@ -348,30 +368,47 @@ static void nap(waiter *w, uint64_t now, uint64_t min_ns, uint64_t max_ns,
     w->nap_ns = ns * 2;
     unsigned seen = atomic_load_explicit(&wake_word, memory_order_acquire);
     atomic_fetch_add_explicit(&rig_wait_sleepers, 1, memory_order_seq_cst);
-    if (!settled(arg)) {
+    if (!ops->settled(ops->arg)) {
         sleep_on(seen, ns);
     }
     atomic_fetch_sub_explicit(&rig_wait_sleepers, 1, memory_order_relaxed);
 }
 
-/* One step after a poll missed: spin, yield or sleep as the plan says.
- * False once the time limit passed. */
-static bool waiter_step(waiter *w, settled_fn settled, const void *arg)
+/* One step after a poll missed: spin, yield or sleep as the plan says,
+ * driving the ends' transports (ops->drive) at the first miss -- then the
+ * caller looks again, so a test (a limit of 0) drives once, as MPI_Test
+ * does -- every DRIVE_POLLS spins, before each yield and before each nap.
+ * Block does not drive: its waits sleep and leave the driving to the
+ * transport's own thread, which a waiter that drives makes stand back
+ * (src/rail/ucx/progress.c).  False once the time limit passed. */
+static bool waiter_step(waiter *w, const wait_ops *ops)
 {
     uint32_t s = w->polls++;
     if (s == 0) {
         w->plan = plan_now();
+        w->drive = w->plan == RIG_WAIT_BLOCK ? NULL : ops->drive;
+        if (w->drive != NULL) {
+            if (w->timeout_ms != RIG_FOREVER && w->timeout_ms != 0) {
+                (void)past(w, rig_now_ns()); /* the clock starts */
+            }
+            w->drive(ops->arg);
+            return true;
+        }
     }
     uint32_t spins = w->plan == RIG_WAIT_SPIN    ? UINT32_MAX
                      : w->plan == RIG_WAIT_AUTO  ? AUTO_SPIN_POLLS
                      : w->plan == RIG_WAIT_BLOCK ? BLOCK_SPIN_POLLS
                                                  : 0;
     if (s < spins) {
-        if (w->timeout_ms != RIG_FOREVER && (s & 63) == 0 &&
-            past(w, rig_now_ns())) {
+        if (w->timeout_ms != RIG_FOREVER &&
+            ((s & 63) == 0 || w->timeout_ms == 0) && past(w, rig_now_ns())) {
             return false;
         }
-        rig_cpu_relax();
+        if (w->drive != NULL && s % DRIVE_POLLS == 0) {
+            w->drive(ops->arg);
+        } else {
+            rig_cpu_relax();
+        }
         return true;
     }
     uint64_t now = rig_now_ns();
@@ -380,9 +417,11 @@ static bool waiter_step(waiter *w, settled_fn settled, const void *arg)
     }
     if (w->plan == RIG_WAIT_BLOCK) {
         nap(w, now, BLOCK_MIN_NS,
-            atomic_load_explicit(&sleep_cap_ns, memory_order_relaxed), settled,
-            arg);
+            atomic_load_explicit(&sleep_cap_ns, memory_order_relaxed), ops);
         return true;
+    }
+    if (w->drive != NULL) {
+        w->drive(ops->arg);
     }
     if (w->yield_from == 0) {
         w->yield_from = now;
@@ -390,7 +429,7 @@ static bool waiter_step(waiter *w, settled_fn settled, const void *arg)
     if (now - w->yield_from < YIELD_NS) {
         sched_yield();
     } else {
-        nap(w, now, NAP_MIN_NS, NAP_MAX_NS, settled, arg);
+        nap(w, now, NAP_MIN_NS, NAP_MAX_NS, ops);
     }
     return true;
 }
@@ -413,12 +452,19 @@ static rig_reach reach(uint64_t v, uint64_t c)
 typedef struct {
     _Atomic uint64_t *count;
     uint64_t c;
+    const rig_end *e;
 } one_goal;
 
 static bool one_settled(const void *arg)
 {
     const one_goal *g = arg;
     return atomic_load_explicit(g->count, memory_order_seq_cst) >= g->c;
+}
+
+static void one_drive(const void *arg)
+{
+    const one_goal *g = arg;
+    g->e->progress(g->e->progress_arg);
 }
 
 /* Where count c lands (the first byte of its transfer in its inbound
@@ -449,7 +495,8 @@ static rig_reach wait_one(const rig_end *e, size_t at, uint64_t c,
                      (const void *)e, (unsigned long long)c);
         return RIG_INVALID;
     }
-    one_goal g = {count_of(e, at), c};
+    one_goal g = {count_of(e, at), c, e};
+    wait_ops ops = {one_settled, e->progress != NULL ? one_drive : NULL, &g};
     const char *pull = NULL;
     waiter w;
     waiter_init(&w, timeout_ms);
@@ -465,7 +512,7 @@ static rig_reach wait_one(const rig_end *e, size_t at, uint64_t c,
         if (pull != NULL) {
             __builtin_prefetch(pull, 0, 3);
         }
-        if (!waiter_step(&w, one_settled, &g)) {
+        if (!waiter_step(&w, &ops)) {
             return RIG_NOT_YET;
         }
     }
@@ -572,6 +619,35 @@ static bool many_settled(const void *arg)
     return !m->any && !unreached;
 }
 
+/* Drives the hook of every end still awaited, once per hook and argument
+ * in a row (the ends of one transport share them). */
+static void many_drive(const void *arg)
+{
+    const many_goals *m = arg;
+    void (*last)(void *) = NULL;
+    void *last_arg = NULL;
+    for (size_t i = m->from; i < m->n; i++) {
+        const rig_end *e = m->g[i].end;
+        if (e->progress != NULL &&
+            (e->progress != last || e->progress_arg != last_arg)) {
+            last = e->progress;
+            last_arg = e->progress_arg;
+            last(last_arg);
+        }
+    }
+}
+
+/* many_drive when an end of the goals has a hook, else NULL. */
+static drive_fn many_drive_for(const rig_goal *g, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (g[i].end->progress != NULL) {
+            return many_drive;
+        }
+    }
+    return NULL;
+}
+
 static rig_reach done(rig_reach r, size_t i, size_t *which)
 {
     if (which != NULL) {
@@ -588,6 +664,7 @@ rig_reach rig_wait_all_for(const rig_goal *g, size_t n, uint32_t timeout_ms,
         return done(RIG_INVALID, bad, which);
     }
     many_goals m = {g, 0, n, false};
+    wait_ops ops = {many_settled, NULL, &m};
     waiter w;
     waiter_init(&w, timeout_ms);
     for (;;) {
@@ -608,7 +685,10 @@ rig_reach rig_wait_all_for(const rig_goal *g, size_t n, uint32_t timeout_ms,
             return done(RIG_REACHED, n, which);
         }
         m.from = first;
-        if (!waiter_step(&w, many_settled, &m)) {
+        if (w.polls == 0) { /* the first miss */
+            ops.drive = many_drive_for(g, n);
+        }
+        if (!waiter_step(&w, &ops)) {
             return done(RIG_NOT_YET, first, which);
         }
     }
@@ -633,6 +713,7 @@ rig_reach rig_wait_any_for(const rig_goal *g, size_t n, uint32_t timeout_ms,
         return done(RIG_INVALID, 0, which);
     }
     many_goals m = {g, 0, n, true};
+    wait_ops ops = {many_settled, NULL, &m};
     waiter w;
     waiter_init(&w, timeout_ms);
     for (;;) {
@@ -643,7 +724,10 @@ rig_reach rig_wait_any_for(const rig_goal *g, size_t n, uint32_t timeout_ms,
                 return done(r, i, which);
             }
         }
-        if (!waiter_step(&w, many_settled, &m)) {
+        if (w.polls == 0) { /* the first miss */
+            ops.drive = many_drive_for(g, n);
+        }
+        if (!waiter_step(&w, &ops)) {
             return done(RIG_NOT_YET, n, which);
         }
     }

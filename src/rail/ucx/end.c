@@ -302,6 +302,10 @@ static bool uend_connect(void *end, const void *desc, size_t len,
         .self = e,
         .receive = e->receive,
         .nreceive = e->nreceive,
+        /* Across nodes a waiter runs the handlers that raise its counts
+         * (progress.c). */
+        .progress = map == NULL ? rig_ucx_drive : NULL,
+        .progress_arg = u,
     };
     rig_end_desc_areas(&d, &e->layout, e->mem.base);
     rig_end *abi_end;

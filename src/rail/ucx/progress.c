@@ -1,5 +1,33 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* The UCX transport's progress thread.
+/* The UCX transport's progress thread, and the waiters' drive.
+ *
+ * Across nodes a rail's counts move inside ucp_worker_progress (a run
+ * message's handler raises `arrived`, a send's completion `sent`), so
+ * whoever waits for them drives the worker, as MPI's waits drive MPI: a
+ * thread that waits on an end of the network path calls rig_ucx_drive (the
+ * end's progress hook, rig_end_desc.progress) while it spins or yields
+ * (src/abi/wait.c), which progresses the worker when its lock is free.
+ * The message that settles a wait is then handled by the waiter itself,
+ * with no wake-up of this thread in between.  The thread stays for what
+ * nobody waits on -- carrying ends handed to it, sends nobody waits for,
+ * failures, a peer's messages between waits -- and for waits in the block
+ * mode, which sleep.  While waiters drive, it stands back (STANDBY_NS).
+ *
+ * Why the thread's sleep alone is not enough (UCX 1.13.1's own code):
+ * ucp_worker_arm's contract (ucp.h) is one thread's -- progress until
+ * ucp_worker_progress returns 0, arm, sleep only on UCS_OK, progress again
+ * on UCS_ERR_BUSY -- and this thread keeps it.  The worker's fd is an
+ * epoll set holding the interfaces' fds and an eventfd: TCP's is its own
+ * level-triggered epoll set of sockets (its arm a no-op, never BUSY); the
+ * eventfd is written by ucp_worker_signal and by the async thread when an
+ * interface wakes up, and drained by the arm.  What the fd does not
+ * report is work other threads' UCX calls leave for ucp_worker_progress
+ * while this thread sleeps (rig's carriers send from any thread), and
+ * the async thread's missed events (UCX_ASYNC_MODE=thread_spinlock: a
+ * handler that found the worker's async context blocked is queued and
+ * run only inside ucp_worker_progress, ucs_async_check_miss, whose count
+ * ucp_worker_progress does not even return).  Such work waits for one of
+ * the timeouts below; a waiter that drives does not.
  *
  * One thread per job, driven by events: it progresses the worker until
  * nothing is left to do, arms it (ucp_worker_arm) and sleeps in epoll on
@@ -48,12 +76,45 @@
 /* The longest the thread sleeps even when nothing asks it to wake: a
  * backstop for a wakeup UCX does not deliver.  Under MPICH 4.0 (whose
  * ch4:ucx has its own UCX context in the process) rails over UCX
- * (RIG_SHM_STORES=off, RIG_UCX_TLS=tcp,self) stalled for good with both
- * ranks' progress threads asleep on an armed worker and a wait on each
- * side; progressing the worker again ends the stall.  The cause inside
- * UCX is not known: the backstop turns a missed wakeup into a 20 ms
- * delay instead of a hang, at the cost of 50 wakeups a second. */
+ * (RIG_SHM_STORES=off, RIG_UCX_TLS=tcp,self) stalled with both ranks'
+ * progress threads asleep on an armed worker and a wait on each side;
+ * progressing the worker again ended the stall.  Waits drive the worker
+ * now and those runs pass; the backstop stays for what nobody waits on
+ * and for the block mode, turning a missed wakeup into a 20 ms delay
+ * instead of a hang, at the cost of 50 wakeups a second. */
 #define BACKSTOP_MS 20
+
+/* The most ucp_worker_progress calls of one drive: a waiter looks at its
+ * count between drives, and a stream of messages must not keep it. */
+#define DRIVE_MAX 64
+/* While a waiter drove the worker this recently, the thread stands back:
+ * it neither lingers nor watches the worker's fd (every message would
+ * wake it, only to queue for the lock the waiter holds and take cores
+ * the ranks need), and looks at the worker every STANDBY_MS.  A waiter
+ * that drives does so at least every 100 us (wait.c: the longest nap of
+ * auto and yield; block's waits do not drive). */
+#define STANDBY_NS 500000u
+#define STANDBY_MS 1
+
+void rig_ucx_drive(void *arg)
+{
+    rig_ucx *u = arg;
+    uint64_t now = rig_now_ns();
+    if (now - atomic_load_explicit(&u->driven_ns, memory_order_relaxed) >
+        STANDBY_NS / 8) {
+        /* Relaxed: a stale stamp only costs the thread a wake-up. */
+        atomic_store_explicit(&u->driven_ns, now, memory_order_relaxed);
+    }
+    if (!rig_trylock(&u->worker_lock, UCX_LOCK_WORKER)) {
+        return; /* the progress thread or a carrier is at it */
+    }
+    if (u->worker != NULL) { /* NULL once the job closed */
+        for (unsigned i = 0;
+             i < DRIVE_MAX && ucp_worker_progress(u->worker) != 0; i++) {
+        }
+    }
+    rig_unlock(&u->worker_lock, UCX_LOCK_WORKER);
+}
 
 void rig_ucx_kick(rig_ucx *u)
 {
@@ -82,11 +143,22 @@ static bool worker_pass(rig_ucx *u, bool *armed, bool *busy)
     return did;
 }
 
+/* Whether the thread's epoll reports the worker's fd. */
+static void efd_watch(rig_ucx *u, bool on)
+{
+    struct epoll_event ev = {.events = on ? EPOLLIN : 0, .data.fd = u->efd};
+    if (epoll_ctl(u->epfd, EPOLL_CTL_MOD, u->efd, &ev) != 0) {
+        rig_log(RIG_LOG_WARN, "UCX progress: epoll_ctl failed: %s",
+                strerror(errno));
+    }
+}
+
 static void *progress_main(void *arg)
 {
     rig_ucx *u = arg;
     uint64_t active = rig_now_ns(); /* the last time there was work */
-    int safety = 1; /* the next idle wait's bound (network path) */
+    int safety = 1;       /* the next idle wait's bound (network path) */
+    bool watching = true; /* the epoll reports the worker's fd */
     struct epoll_event ev[8];
     while (!atomic_load(&u->stop)) {
         if (rig_fail_progress(u)) {
@@ -101,8 +173,18 @@ static void *progress_main(void *arg)
             active = rig_now_ns();
             continue;
         }
+        uint64_t now = rig_now_ns();
+        bool standby =
+            now - atomic_load_explicit(&u->driven_ns, memory_order_relaxed) <
+            STANDBY_NS;
+        if (standby == watching) {
+            watching = !standby;
+            efd_watch(u, watching);
+        }
         int timeout;
-        if (rig_now_ns() - active < LINGER_NS) {
+        if (standby) {
+            timeout = armed ? STANDBY_MS : 0;
+        } else if (now - active < LINGER_NS) {
             timeout = 0; /* a burst may go on: look again at once */
         } else if (!armed) {
             timeout = 0;
@@ -112,7 +194,7 @@ static void *progress_main(void *arg)
                 timeout = BACKSTOP_MS;
             }
         }
-        if (timeout != 0 && atomic_load(&u->net_path)) {
+        if (timeout != 0 && !standby && atomic_load(&u->net_path)) {
             if (timeout < 0 || safety < timeout) {
                 timeout = safety;
             }

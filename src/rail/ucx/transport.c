@@ -312,6 +312,7 @@ static bool ucx_open(const rig_transport_params *p, rig_transport **out,
     atomic_init(&u->handoff, NULL);
     atomic_init(&u->links, NULL);
     atomic_init(&u->net_path, false);
+    atomic_init(&u->driven_ns, 0);
     pthread_mutex_init(&u->worker_lock, NULL);
     pthread_mutex_init(&u->list_lock, NULL);
     int size = p->size;

@@ -242,6 +242,9 @@ struct rig_ucx {
     atomic_bool stop;
     atomic_long outstanding; /* batches with requests in flight */
     atomic_bool net_path;    /* an end was connected without a mapping */
+    /* When a waiter last drove the worker (rig_ucx_drive): the thread
+     * stands back meanwhile. */
+    _Atomic uint64_t driven_ns;
 };
 
 static inline rig_ucx *rig_ucx_of(rig_transport *t)
@@ -283,6 +286,10 @@ bool rig_progress_start(rig_ucx *u, char **err);
 void rig_progress_stop(rig_ucx *u);
 /* Wakes the progress thread (any thread, async-signal-safe). */
 void rig_ucx_kick(rig_ucx *u);
+/* The network path's ends' progress hook (rig_end_desc.progress, arg: the
+ * transport): a waiting thread progresses the worker when its lock is
+ * free.  Any thread, never blocks; nothing once the worker is gone. */
+void rig_ucx_drive(void *arg);
 
 /* ---- end.c -------------------------------------------------------------- */
 
