@@ -376,16 +376,6 @@ err_free:
     return false;
 }
 
-static bool mpi_fail(char **err, int rc, const char *call)
-{
-    char s[MPI_MAX_ERROR_STRING];
-    int n = 0;
-    if (MPI_Error_string(rc, s, &n) != MPI_SUCCESS) {
-        snprintf(s, sizeof(s), "MPI error %d", rc);
-    }
-    return rig_err(err, "system: %s failed: %s", call, s);
-}
-
 /* Every rank's worker address, swapped over the job's communicator. */
 static bool addresses_swap(rig_ucx *u, char **err)
 {
@@ -402,7 +392,7 @@ static bool addresses_swap(rig_ucx *u, char **err)
     int mine = (int)u->address_len;
     int rc = MPI_Allgather(&mine, 1, MPI_INT, lens, 1, MPI_INT, comm);
     if (rc != MPI_SUCCESS) {
-        mpi_fail(err, rc, "MPI_Allgather");
+        rig_err_mpi(err, rc, "MPI_Allgather");
         goto out_free;
     }
     size_t total = 0;
@@ -418,7 +408,7 @@ static bool addresses_swap(rig_ucx *u, char **err)
     rc = MPI_Allgatherv(u->address, mine, MPI_BYTE, all, lens, displs, MPI_BYTE,
                         comm);
     if (rc != MPI_SUCCESS) {
-        mpi_fail(err, rc, "MPI_Allgatherv");
+        rig_err_mpi(err, rc, "MPI_Allgatherv");
         goto out_free;
     }
     ok = true;
