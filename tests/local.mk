@@ -9,6 +9,18 @@ tests_test_abi_LDFLAGS = $(RIG_LDFLAGS)
 TESTS += tests/test_abi
 UNIT_TESTS += tests/test_abi
 
+# The mapped carrier's window (internal to librig: linked to the ABI's
+# objects).
+check_PROGRAMS += tests/test_counts_window
+tests_test_counts_window_SOURCES = tests/test_counts_window.c \
+	tests/test_util.h
+tests_test_counts_window_CPPFLAGS = $(RIG_ABI_CPPFLAGS) $(CUNIT_CFLAGS)
+tests_test_counts_window_CFLAGS = $(RIG_CFLAGS)
+tests_test_counts_window_LDADD = src/abi/libabi.la $(CUNIT_LIBS)
+tests_test_counts_window_LDFLAGS = $(RIG_LDFLAGS)
+TESTS += tests/test_counts_window
+UNIT_TESTS += tests/test_counts_window
+
 # Bad input to every public function of the ABI layer (hardening; the
 # executors' are tests/mesh/test_badinput_mesh).
 check_PROGRAMS += tests/test_badinput

@@ -38,6 +38,11 @@ struct rig_rail {
     atomic_bool watched; /* gone was set (once) */
 };
 
+/* The mapped carrier's window around its store of `arrived` (counts.c;
+ * rail/base/carrier.h declares them for the carriers and says how). */
+bool rig_count_window_open(void *counts);
+void rig_count_window_close(void *counts, uint64_t c);
+
 /* The table of live ends (end.c). */
 bool rig_live_insert(rig_end *e, char **err);
 void rig_live_remove(rig_end *e);

@@ -13,6 +13,7 @@
 #define RIG_CARRIER_H
 
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -23,6 +24,19 @@
  * counter and return. */
 void rig_wake_serial(atomic_uint_fast64_t *wakes, void (*carry)(void *),
                      void *arg);
+
+/* A carrier that stores `arrived` straight into the receiver's mapped
+ * counts does it in a window that failure waits for (src/abi/counts.c,
+ * which argues it by the C11 model): a plain release store in place of a
+ * compare-and-swap on the line the receiver polls, and never a count
+ * lowered that failure raised.  Open the window before copying the bytes;
+ * false: the receiver's `arrived` is failing, carry nothing.  Then close it
+ * with the count to store (0: none).  counts: the receiver's counts area,
+ * as mapped here.  One carrier of the rail at a time (the wake lock); the
+ * receiver's failure raises `arrived` with rig_count_advance, never by a
+ * plain store.  Defined in src/abi/counts.c, beside that failure side. */
+bool rig_count_window_open(void *counts);
+void rig_count_window_close(void *counts, uint64_t c);
 
 /* What a wake must carry: the ready count when it is past *carried and not
  * failed, else 0.  A rail that sends nothing has nothing to carry: its

@@ -10,9 +10,11 @@
  * then raises `arrived` once with release order -- the ordering fence --
  * and `sent` at home, since the source was read already.  No syscall, no
  * lock, one `arrived` update per batch however many transfers it holds.
- * `arrived` is raised by a compare-and-swap that never lowers it and
- * never leaves RIG_COUNT_FAILED (rig_count_advance): the peer may raise it
- * to RIG_COUNT_FAILED in the same instant, and a failed count stays.
+ * `arrived` is a plain release store inside a window that failure waits
+ * for (rig_count_window_open, ../base/carrier.h; src/abi/counts.c argues
+ * it): the peer may raise it to RIG_COUNT_FAILED in the same instant, and
+ * a failed count stays.  A compare-and-swap there cost an extra trip of
+ * the line between the cores on every run (the receiver polls it).
  *
  * Otherwise (another node, or RIG_SHM_STORES=off) every wake's transfers
  * go as one UCX active message: a header (the rail, the counts it
@@ -95,6 +97,13 @@ static void carry_mapped(rig_uend *e, uint64_t ready)
     const size_t n = e->nsend;
     uint64_t run;
     size_t j;
+    if (!rig_count_window_open(e->peer_counts_map)) {
+        /* The receiver's `arrived` is failing: nothing lands any more, and
+         * the sources are free again (as a carry would leave them). */
+        e->carried = ready;
+        rig_count_advance(e->counts, RIG_SENT_AT, ready);
+        return;
+    }
     for (uint64_t c = carry_start(e, ready, &run, &j); c < ready;) {
         const rig_transfer *t = &e->send[j];
         size_t k = (size_t)(run & 1);
@@ -109,7 +118,7 @@ static void carry_mapped(rig_uend *e, uint64_t ready)
             run++;
         }
     }
-    rig_count_advance(e->peer_counts_map, RIG_ARRIVED_AT, ready);
+    rig_count_window_close(e->peer_counts_map, ready);
     e->next_run = run;
     e->next_j = j;
     e->carried = ready;
@@ -670,10 +679,11 @@ void rig_uend_fail_peer(rig_uend *e)
 {
     static const size_t at[] = {RIG_READY_AT, RIG_SENT_AT, RIG_ARRIVED_AT};
     if (e->peer_counts_map != NULL) {
+        /* rig_count_advance, not a plain store: `arrived` waits for this
+         * end's own carrier's window (a store of RIG_COUNT_FAILED outside
+         * it could be overwritten by the carrier's store). */
         for (size_t i = 0; i < 3; i++) {
-            atomic_store_explicit(
-                (atomic_uint_least64_t *)(e->peer_counts_map + at[i]),
-                RIG_COUNT_FAILED, memory_order_release);
+            rig_count_advance(e->peer_counts_map, at[i], RIG_COUNT_FAILED);
         }
         return;
     }
