@@ -86,6 +86,31 @@ static double median(double *v, int n)
     return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
+/* The median of 16 round trips from rank 0: an MPI_Bcast of bytes from buf
+ * (64 zero bytes when buf is NULL), then an MPI_Gather of 64 B. */
+static double round_trip_ms(void *buf, int bytes, int rank, int size)
+{
+    double rts[16];
+    for (int k = 0; k < 16; k++) {
+        char small[64] = {0}, *all = NULL;
+        if (rank == 0) {
+            all = malloc((size_t)size * sizeof(small));
+        }
+        MPI_Barrier(MPI_COMM_WORLD);
+        double u0 = now_ms();
+        if (buf != NULL) {
+            MPI_Bcast(buf, bytes, MPI_BYTE, 0, MPI_COMM_WORLD);
+        } else {
+            MPI_Bcast(small, (int)sizeof(small), MPI_BYTE, 0, MPI_COMM_WORLD);
+        }
+        MPI_Gather(small, (int)sizeof(small), MPI_BYTE, all, (int)sizeof(small),
+                   MPI_BYTE, 0, MPI_COMM_WORLD);
+        rts[k] = now_ms() - u0;
+        free(all);
+    }
+    return median(rts, 16);
+}
+
 /* rtiny's payload with a data file that makes it `bytes` long. */
 static void big_payload(const char *root, size_t bytes, mesh_payload *out)
 {
@@ -298,35 +323,8 @@ int main(int argc, char **argv)
         MPI_Reduce(&mine, &slowest, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
         s_fresh[r] = slowest;
         free(fresh);
-        double rts[16];
-        for (int k = 0; k < 16; k++) {
-            char small[64] = {0}, *all = NULL;
-            if (rank == 0) {
-                all = malloc((size_t)size * sizeof(small));
-            }
-            MPI_Barrier(MPI_COMM_WORLD);
-            double u0 = now_ms();
-            MPI_Bcast(small, (int)sizeof(small), MPI_BYTE, 0, MPI_COMM_WORLD);
-            MPI_Gather(small, (int)sizeof(small), MPI_BYTE, all,
-                       (int)sizeof(small), MPI_BYTE, 0, MPI_COMM_WORLD);
-            rts[k] = now_ms() - u0;
-            free(all);
-        }
-        s_rt[r] = median(rts, 16);
-        for (int k = 0; k < 16; k++) {
-            char small[64] = {0}, *all = NULL;
-            if (rank == 0) {
-                all = malloc((size_t)size * sizeof(small));
-            }
-            MPI_Barrier(MPI_COMM_WORLD);
-            double u0 = now_ms();
-            MPI_Bcast(tbuf, (int)tiny_bytes, MPI_BYTE, 0, MPI_COMM_WORLD);
-            MPI_Gather(small, (int)sizeof(small), MPI_BYTE, all,
-                       (int)sizeof(small), MPI_BYTE, 0, MPI_COMM_WORLD);
-            rts[k] = now_ms() - u0;
-            free(all);
-        }
-        s_rtp[r] = median(rts, 16);
+        s_rt[r] = round_trip_ms(NULL, 0, rank, size);
+        s_rtp[r] = round_trip_ms(tbuf, (int)tiny_bytes, rank, size);
     }
     if (rank == 0) {
         double image_ms = median(s_image, rounds);
