@@ -1204,12 +1204,6 @@ bool rig_remote_serve(rig_remote *rm, char **err)
                            MPI_BYTE, &m, MPI_STATUS_IGNORE);
             bool closed = false;
             bool ok;
-            rm_cmd head = {0};
-            if (msg != NULL && rc == MPI_SUCCESS &&
-                (size_t)count >= sizeof(head)) {
-                memcpy(&head, msg, sizeof(head));
-            }
-            bool is_query = head.op == RM_OP_QUERY;
             if (msg == NULL || rc != MPI_SUCCESS) {
                 rig_job_fail(rm->job, "an agent could not take a command");
                 ok = rm_failed(rm, err, "serving the controller");
@@ -1226,15 +1220,7 @@ bool rig_remote_serve(rig_remote *rm, char **err)
                 }
                 return ok;
             }
-            /* A command starts the hot phase again (a burst may follow:
-             * load, launch ...), except a query: rig_remote_wait polls
-             * with queries while a program runs, and an agent kept hot
-             * by them would share the cores with its own program's
-             * nodes for the whole run (measured: about a quarter of a
-             * core per agent in examples/remote/rail_latency). */
-            if (!is_query) {
-                rm_backoff_reset(&b);
-            }
+            rm_backoff_reset(&b);
             continue;
         }
         pending_progress(rm);
