@@ -10,5 +10,8 @@ child=$!
 setsid sleep 601 &
 daemon=$!
 : >"${TMPDIR:-/tmp}/ccHANG.s"
-echo "$child $daemon" >"$RIG_TEST_CC_PIDS"
+# Written whole, then renamed: the tests wait for the file to exist and
+# read it at once, so it must never be seen empty.
+echo "$child $daemon" >"$RIG_TEST_CC_PIDS.tmp"
+mv "$RIG_TEST_CC_PIDS.tmp" "$RIG_TEST_CC_PIDS"
 wait
