@@ -21,6 +21,22 @@ tests_test_counts_window_LDFLAGS = $(RIG_LDFLAGS)
 TESTS += tests/test_counts_window
 UNIT_TESTS += tests/test_counts_window
 
+# The reason a job failed, as the transports keep it (internal to librig:
+# linked to the transports' objects).
+if RIG_RAILS
+check_PROGRAMS += tests/test_failure_reason
+tests_test_failure_reason_SOURCES = tests/test_failure_reason.c \
+	tests/test_util.h
+tests_test_failure_reason_CPPFLAGS = $(RIG_ABI_CPPFLAGS) $(MPI_CFLAGS) \
+	$(CUNIT_CFLAGS)
+tests_test_failure_reason_CFLAGS = $(RIG_CFLAGS)
+tests_test_failure_reason_LDADD = src/rail/librail.la src/abi/libabi.la \
+	src/util/libutil.la $(UCX_LIBS) $(HWLOC_LIBS) $(MPI_LIBS) $(CUNIT_LIBS)
+tests_test_failure_reason_LDFLAGS = $(RIG_LDFLAGS)
+TESTS += tests/test_failure_reason
+UNIT_TESTS += tests/test_failure_reason
+endif
+
 # Bad input to every public function of the ABI layer (hardening; the
 # executors' are tests/mesh/test_badinput_mesh).
 check_PROGRAMS += tests/test_badinput

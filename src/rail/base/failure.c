@@ -14,6 +14,10 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+/* reason_lock: innermost, taken under any transport's lock, and nothing
+ * is taken under it. */
+#define FAILURE_LOCK_LEVEL 62
+
 bool rig_failure_init(rig_failure *f, int rank, int size,
                       rig_failure_gone_fn on_gone, void *self, char **err)
 {
@@ -21,6 +25,8 @@ bool rig_failure_init(rig_failure *f, int rank, int size,
     atomic_init(&f->failed, false);
     atomic_init(&f->why, NULL);
     atomic_init(&f->seen, NULL);
+    atomic_init(&f->replaced, NULL);
+    f->sighted = -1;
     atomic_init(&f->gone, -1);
     atomic_init(&f->died, false);
     f->rank = rank;
@@ -44,6 +50,7 @@ bool rig_failure_init(rig_failure *f, int rank, int size,
         atomic_init(&f->left[r], 0);
         f->pidfd[r] = -1;
     }
+    pthread_mutex_init(&f->reason_lock, NULL);
     return true;
 }
 
@@ -52,28 +59,72 @@ void rig_failure_fini(rig_failure *f)
     for (int r = 0; f->pidfd != NULL && r < f->size; r++) {
         rig_failure_unwatch(f, r);
     }
+    if (f->left != NULL) { /* set up (a failed init leaves it NULL) */
+        pthread_mutex_destroy(&f->reason_lock);
+    }
     free(f->left);
     free(f->pid);
     free(f->local);
     free(f->pidfd);
     free(atomic_load(&f->why));
     free(atomic_load(&f->seen));
+    free(atomic_load(&f->replaced));
     memset(f, 0, sizeof(*f));
 }
 
 /* ---- the reason ---------------------------------------------------------- */
 
-bool rig_failure_set(rig_failure *f, const char *why)
+bool rig_failure_set_sighted(rig_failure *f, const char *why, int sighted)
 {
     char *mine = strdup(why != NULL ? why : "failed: (no reason)");
-    char *none = NULL;
-    bool first =
-        mine != NULL && atomic_compare_exchange_strong(&f->why, &none, mine);
+    rig_lock(&f->reason_lock, FAILURE_LOCK_LEVEL);
+    bool first = mine != NULL && atomic_load(&f->why) == NULL;
+    if (first) {
+        f->sighted = sighted;
+        atomic_store(&f->why, mine);
+    }
+    rig_unlock(&f->reason_lock, FAILURE_LOCK_LEVEL);
     if (!first) {
         free(mine);
     }
     atomic_store(&f->failed, true);
     return first;
+}
+
+bool rig_failure_set(rig_failure *f, const char *why)
+{
+    return rig_failure_set_sighted(f, why, -1);
+}
+
+bool rig_failure_told(rig_failure *f, int from, const char *why)
+{
+    char *mine = strdup(why != NULL ? why : "failed: (no reason)");
+    rig_lock(&f->reason_lock, FAILURE_LOCK_LEVEL);
+    char *first = atomic_load(&f->why);
+    bool took =
+        mine != NULL && (first == NULL || (from >= 0 && f->sighted == from));
+    if (took) {
+        /* A reader may hold the sighting: it stays until fini.  Replaced
+         * once at most, as sighted is cleared. */
+        atomic_store(&f->replaced, first);
+        f->sighted = -1;
+        atomic_store(&f->why, mine);
+    }
+    rig_unlock(&f->reason_lock, FAILURE_LOCK_LEVEL);
+    if (!took) {
+        free(mine);
+    }
+    atomic_store(&f->failed, true);
+    return took;
+}
+
+int rig_failure_sighted(const rig_failure *f)
+{
+    rig_failure *m = (rig_failure *)f;
+    rig_lock(&m->reason_lock, FAILURE_LOCK_LEVEL);
+    int r = m->sighted;
+    rig_unlock(&m->reason_lock, FAILURE_LOCK_LEVEL);
+    return r;
 }
 
 void rig_failure_seen(rig_failure *f, const char *why)

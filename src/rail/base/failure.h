@@ -9,8 +9,18 @@
  * The reason.  The first rig_failure_set wins and stays; a transport that
  * finds the job failed before anyone told it why (a peer's count at
  * RIG_COUNT_FAILED) records a stand-in with rig_failure_seen, which a
- * later reason replaces.  The reason is stored before the flag (seq_cst
- * both), so a reader that sees rig_failure_failed sees a reason.  A
+ * later reason replaces.  One reason more may replace the first: where
+ * the first is this rank's own sighting of rank X's end, a reason that X
+ * itself told (rig_failure_told) was sent before X ended, so it is the
+ * earlier cause -- X found the job failed, said why, finished and
+ * exited, and a watcher that looked only after both events must not
+ * blame X's exit (the reason a rank reports would otherwise depend on
+ * how late its watcher ran).  A transport whose watcher cannot take the
+ * told reasons itself drains them before it answers the reason (the MPI
+ * transport's rig_mpi_failed); one whose watcher can takes them before
+ * a sighting (UCX's progress thread).  The reason is stored before the
+ * flag (seq_cst both), so a reader that sees rig_failure_failed sees a
+ * reason; a replaced reason stays readable until fini.  A
  * transport sets the failure state before it raises any count of its own
  * ends, so that a wait that returns false and rig_job_failed agree.
  *
@@ -41,6 +51,7 @@
 
 #include "transport.h"
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -52,10 +63,13 @@ typedef void (*rig_failure_gone_fn)(void *self, int rank, const char *why);
 
 typedef struct {
     atomic_bool failed;
-    _Atomic(char *) why;  /* the first reason, malloc'd; NULL: none yet */
-    _Atomic(char *) seen; /* a stand-in while no reason is known */
-    atomic_int gone;      /* the first rank known to have left, or -1 */
-    atomic_bool died;     /* a rank left by dying (not by finalizing) */
+    _Atomic(char *) why;      /* the first reason, malloc'd; NULL: none yet */
+    _Atomic(char *) seen;     /* a stand-in while no reason is known */
+    _Atomic(char *) replaced; /* a sighting a told reason replaced */
+    pthread_mutex_t reason_lock; /* why's setting, replaced, sighted */
+    int sighted;                 /* the rank whose end is the reason, or -1 */
+    atomic_int gone;             /* the first rank known to have left, or -1 */
+    atomic_bool died;            /* a rank left by dying (not by finalizing) */
     int rank, size;
     atomic_uchar *left; /* per rank: 0 in the job, else RIG_LEFT_* */
     int32_t *pid;       /* per rank: its pid (0 until the wiring) */
@@ -77,6 +91,16 @@ void rig_failure_fini(rig_failure *f);
  * reason is known already; true when this was the first reason.  Any
  * thread. */
 bool rig_failure_set(rig_failure *f, const char *why);
+/* rig_failure_set for a reason that is this rank's sighting of rank
+ * sighted's end (see above). */
+bool rig_failure_set_sighted(rig_failure *f, const char *why, int sighted);
+/* A reason rank from told this rank: rig_failure_set, except that it
+ * replaces a reason that is this rank's sighting of from's end (see
+ * above); true when it became the reason.  from -1: rig_failure_set. */
+bool rig_failure_told(rig_failure *f, int from, const char *why);
+/* The rank whose end, as this rank saw it, is the reason; -1 when the
+ * reason is anything else (or none). */
+int rig_failure_sighted(const rig_failure *f);
 /* Marks the job failed, with why as a stand-in until a reason is set. */
 void rig_failure_seen(rig_failure *f, const char *why);
 /* Whether the job failed; whether its reason is known (not a stand-in). */

@@ -82,12 +82,15 @@ static void raise_all_locked(rig_mpi *m)
 }
 
 /* Fails the job here (see above); why NULL: a stand-in was recorded
- * already.  origin: the failure starts here and every rank is told why.
- * Lock held. */
-static void fail_locked(rig_mpi *m, const char *why, bool origin)
+ * already.  origin: the failure starts here and every rank is told why;
+ * rank is then the rank whose end this rank saw (why is that sighting),
+ * else the rank that told why (-1: neither; ../base/failure.h says why
+ * the difference matters).  Lock held. */
+static void fail_locked(rig_mpi *m, const char *why, bool origin, int rank)
 {
     bool first = !rig_failure_failed(&m->fail);
-    if (why != NULL && rig_failure_set(&m->fail, why)) {
+    if (why != NULL && (origin ? rig_failure_set_sighted(&m->fail, why, rank)
+                               : rig_failure_told(&m->fail, rank, why))) {
         rig_log(RIG_LOG_WARN, "rank %d: the job failed: %s", m->rank, why);
         if (origin) {
             m->fail_origin = true;
@@ -125,7 +128,7 @@ static void take_in_locked(rig_mpi *m)
              "reason is on its way)",
              m->rank, (long long)e->id, e->peer);
     rig_failure_seen(&m->fail, seen);
-    fail_locked(m, NULL, false);
+    fail_locked(m, NULL, false, -1);
 }
 
 void rig_mpi_tell(rig_mpi *m)
@@ -178,7 +181,7 @@ void rig_mpi_fail(rig_transport *t, const char *why)
 {
     rig_mpi *m = rig_mpi_of(t);
     rig_lock(&m->lock, MPI_LOCK_LEVEL);
-    fail_locked(m, why != NULL ? why : "failed: rig_job_fail", true);
+    fail_locked(m, why != NULL ? why : "failed: rig_job_fail", true, -1);
     rig_unlock(&m->lock, MPI_LOCK_LEVEL);
     rig_mpi_tell(m);
 }
@@ -186,7 +189,8 @@ void rig_mpi_fail(rig_transport *t, const char *why)
 /* ---- failures told by other ranks ------------------------------------ */
 
 /* Takes the reasons other ranks sent; the first one fails the job here
- * (if it has not yet) or replaces a stand-in.  Calls MPI. */
+ * (if it has not yet), replaces a stand-in, or replaces this rank's
+ * sighting of its sender's end.  Calls MPI. */
 static void poll_fail(rig_mpi *m)
 {
     int flag = 0;
@@ -204,8 +208,8 @@ static void poll_fail(rig_mpi *m)
             why[count > 0 ? count : 0] = '\0';
         }
         rig_lock(&m->lock, MPI_LOCK_LEVEL);
-        fail_locked(m, why != NULL ? why : "failed: another rank failed",
-                    false);
+        fail_locked(m, why != NULL ? why : "failed: another rank failed", false,
+                    st.MPI_SOURCE);
         rig_unlock(&m->lock, MPI_LOCK_LEVEL);
         free(why);
     }
@@ -220,7 +224,10 @@ const char *rig_mpi_failed(rig_transport *t, bool *known)
         rig_lock(&m->lock, MPI_LOCK_LEVEL);
         take_in_locked(m);
         rig_unlock(&m->lock, MPI_LOCK_LEVEL);
-        if (!rig_failure_known(&m->fail)) {
+        /* A sighting waits for what its rank told before it ended:
+         * drained here, before anyone reads the reason. */
+        if (!rig_failure_known(&m->fail) ||
+            rig_failure_sighted(&m->fail) >= 0) {
             poll_fail(m);
         }
         rig_mpi_tell(m);
@@ -240,7 +247,7 @@ void rig_mpi_peer_gone(void *self, int r, const char *why)
         return;
     }
     rig_lock(&m->lock, MPI_LOCK_LEVEL);
-    fail_locked(m, why, true);
+    fail_locked(m, why, true, r);
     rig_unlock(&m->lock, MPI_LOCK_LEVEL);
 }
 

@@ -143,6 +143,18 @@ static bool worker_pass(rig_ucx *u, bool *armed, bool *busy)
     return did;
 }
 
+/* Before a look at whether peers ended: takes what they told before
+ * they did (a failure message from a rank beats this rank's sighting of
+ * its end, ../base/failure.h). */
+static void take_told(rig_ucx *u)
+{
+    bool armed, busy;
+    worker_pass(u, &armed, &busy);
+    if (rig_fail_progress(u)) {
+        rig_ucx_eps_drop_left(u);
+    }
+}
+
 /* Whether the thread's epoll reports the worker's fd. */
 static void efd_watch(rig_ucx *u, bool on)
 {
@@ -205,7 +217,8 @@ static void *progress_main(void *arg)
             safety = 1;
         }
         int n = epoll_wait(u->epfd, ev, 8, timeout);
-        if (n == 0 && timeout != 0) {
+        if (n == 0 && timeout != 0 && u->fail.polled) {
+            take_told(u);
             rig_fail_poll(u); /* and keepalive runs in the next progress */
         }
         for (int i = 0; i < n; i++) {
@@ -218,7 +231,9 @@ static void *progress_main(void *arg)
             } else if (fd == u->efd) {
                 active = rig_now_ns();
             } else {
+                take_told(u);
                 rig_fail_event(u, fd);
+                active = rig_now_ns();
             }
         }
     }
