@@ -112,7 +112,12 @@ static unsigned salt(int from, int to)
     return (unsigned)(from * MAXR + to);
 }
 
-static void ready_run(uint64_t run)
+/* Readies run on every rail once the run before the last was sent.
+ * racing: a cut may come meanwhile (the busy cut lands while the last
+ * big run may still be in flight), so a wait may end in the job's
+ * failure; the rest is then left unreadied, and the waits that follow
+ * see the failure. */
+static void ready_run(uint64_t run, bool racing)
 {
     for (int p = 0; p < nranks; p++) {
         if (rails[p] == NULL) {
@@ -120,7 +125,11 @@ static void ready_run(uint64_t run)
         }
         rig_end *e = end_of(p);
         if (run >= 2) {
-            T_ASSERT(rig_end_wait_sent(e, 3 * (run - 1)));
+            bool sent = rig_end_wait_sent(e, 3 * (run - 1));
+            if (!sent && racing && rig_job_failed(job)) {
+                return;
+            }
+            T_ASSERT(sent);
         }
         t_fill(rig_area_copy(rig_end_outbound(e), (unsigned)(run % 2)).base,
                run_bytes, run, salt(me, p));
@@ -197,7 +206,7 @@ static int test_open(void)
     MPI_Barrier(MPI_COMM_WORLD); /* no rank sends before all have read */
     const uint64_t runs = 20;
     for (uint64_t run = 0; run < runs; run++) {
-        ready_run(run);
+        ready_run(run, false);
         check_run(run);
     }
     /* Everything received has landed (checked): it came in on eth0. */
@@ -344,7 +353,7 @@ static int test_cut(const char *op, bool busy)
     run_bytes = busy ? big : small;
     make_rails(run_bytes);
     for (uint64_t run = 0; run < warm; run++) {
-        ready_run(run);
+        ready_run(run, false);
         check_run(run);
     }
     MPI_Barrier(MPI_COMM_WORLD); /* the cut time file is gone */
@@ -357,7 +366,7 @@ static int test_cut(const char *op, bool busy)
     }
     if (busy) {
         /* Every rail carries a big run; the cut lands mid-flight. */
-        ready_run(warm);
+        ready_run(warm, true);
     }
     /* Every rank then waits for a run no one readies: only the failure
      * ends the wait. */
@@ -450,7 +459,7 @@ static int test_stop(unsigned seconds)
     run_bytes = (size_t)4 << 20;
     make_rails(run_bytes);
     for (uint64_t run = 0; run < warm; run++) {
-        ready_run(run);
+        ready_run(run, false);
         check_run(run);
     }
     MPI_Barrier(MPI_COMM_WORLD);
@@ -473,7 +482,7 @@ static int test_stop(unsigned seconds)
         while (waitpid(child, &st, 0) < 0 && errno == EINTR) {
         }
     }
-    ready_run(warm);
+    ready_run(warm, false);
     for (int p = 0; p < nranks; p++) {
         if (rails[p] == NULL) {
             continue;
@@ -501,7 +510,7 @@ static int test_stop(unsigned seconds)
         T_FAIL("run %llu completed in %.2f s: the stop did not happen",
                (unsigned long long)warm, s);
     }
-    ready_run(warm + 1);
+    ready_run(warm + 1, false);
     check_run(warm + 1);
     release_rails();
     rig_job_close(job);
