@@ -326,7 +326,9 @@ RIG_API bool rig_job_failed(const rig_job *job);
 
 /* Why the job failed: the first reason this rank learned ("failed: rank 1
  * died (pid 21252, seen by rank 0)"), the same words on every rank that
- * learned it from the rank that saw it, malloc'd (the caller frees it);
+ * learned it from the rank that saw it -- except that where this rank
+ * itself saw rank X end, a reason X told before it ended is the earlier
+ * cause and is answered instead -- malloc'd (the caller frees it);
  * NULL when it has not failed, for a job that is not open, or when out of
  * memory.  When this rank saw the failure only in a count a peer raised,
  * the reason is on its way: it waits for it up to 1 s, then answers a
