@@ -18,7 +18,8 @@ struct rig_end {
     void *self;
     atomic_long refs;
     atomic_bool live; /* in the table of live ends: ready wakes the rail */
-    atomic_int busy;  /* rig_end_ready calls inside wake right now */
+    atomic_int slot;  /* 1: one rig_end_ready call holds it (end.c) */
+    atomic_int busy;  /* other rig_end_ready calls inside wake right now */
     bool tabled;      /* entered in the table (under the table lock) */
     rig_rail *rail;   /* set once by rig_rail_make */
     int64_t *land;    /* dst of each received transfer (desc->receive) */
