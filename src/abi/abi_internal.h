@@ -44,6 +44,10 @@ struct rig_rail {
 bool rig_count_window_open(void *counts);
 void rig_count_window_close(void *counts, uint64_t c);
 
+/* rig_count_advance(counts, RIG_READY_AT, c) for 1 <= c < RIG_COUNT_FAILED
+ * and counts not NULL, called without the PLT: rig_end_ready's step. */
+uint64_t rig_count_raise_ready(void *counts, uint64_t c);
+
 /* The table of live ends (end.c). */
 bool rig_live_insert(rig_end *e, char **err);
 void rig_live_remove(rig_end *e);

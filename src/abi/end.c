@@ -227,8 +227,7 @@ void rig_end_ready(rig_end *e, uint64_t c)
                      (void *)e, (unsigned long long)c);
         return;
     }
-    if (rig_count_advance(e->counts.base, RIG_READY_AT, c) ==
-        RIG_COUNT_FAILED) {
+    if (rig_count_raise_ready(e->counts.base, c) == RIG_COUNT_FAILED) {
         return;
     }
     /* The handshake with rig_end_stop is store-then-load on both sides:
