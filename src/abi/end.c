@@ -236,9 +236,13 @@ void rig_end_ready(rig_end *e, uint64_t c)
      * and busy.  All of them are seq_cst, so they sit in one total order
      * S, consistent with sequenced-before and with each object's
      * modification order.  If the load of live here finds true, it
-     * precedes stop's store in S, and so does our read-modify-write: a
-     * seq_cst load of stop's that follows it in S reads it or a later
-     * write (an older one happens before it: see below).  So stop sees
+     * precedes stop's store in S, and so does our read-modify-write.  A
+     * seq_cst load of stop's that follows it in S reads the last seq_cst
+     * write of that object before the load in S (ours or a later one) or
+     * a write that does not happen before that one (C11's rule for
+     * seq_cst loads): never an older write than ours, since every older
+     * write of the slot or of busy happens before our read-modify-write
+     * (below).  So stop sees
      * this call in flight and waits until it reads what this call writes
      * when wake is over, a release that its load (seq_cst, hence acquire)
      * synchronises with: wake is over before the provider's state goes.
