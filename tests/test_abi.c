@@ -486,6 +486,113 @@ static void test_stop_waits_for_wake(void)
     rig_end_release(e);
 }
 
+/* Two rig_end_ready calls in wake at once: the first holds the end's slot,
+ * the second counts itself in busy (end.c).  rig_end_stop waits for each
+ * of them, whichever leaves first. */
+typedef struct {
+    _Alignas(128) uint8_t counts[RIG_COUNTS_BYTES];
+    atomic_int in_wake, wakes_after_stop;
+    atomic_uint_fast64_t may_leave; /* the count whose wake may return */
+    atomic_bool stopped;
+} slow2;
+
+static void slow2_wake(void *self, uint64_t c)
+{
+    slow2 *w = self;
+    if (atomic_load(&w->stopped)) {
+        atomic_fetch_add(&w->wakes_after_stop, 1);
+    }
+    atomic_fetch_add(&w->in_wake, 1);
+    while (atomic_load(&w->may_leave) != c &&
+           atomic_load(&w->may_leave) != UINT64_MAX) {
+        usleep(100);
+    }
+    atomic_fetch_sub(&w->in_wake, 1);
+}
+
+typedef struct {
+    rig_end *e;
+    uint64_t c;
+} ready2_arg;
+
+static void *ready2_c(void *p)
+{
+    ready2_arg *a = p;
+    rig_end_ready(a->e, a->c);
+    return NULL;
+}
+
+typedef struct {
+    rig_end *e;
+    slow2 *w;
+    atomic_bool done;
+} stop2_arg;
+
+static void *stop2_now(void *p)
+{
+    stop2_arg *a = p;
+    rig_end_stop(a->e);
+    if (atomic_load(&a->w->in_wake) != 0) {
+        atomic_fetch_add(&a->w->wakes_after_stop, 100);
+    }
+    atomic_store(&a->w->stopped, true);
+    atomic_store(&a->done, true);
+    return NULL;
+}
+
+static void wait_in_wake(slow2 *w, int n)
+{
+    for (int i = 0; i < 200000 && atomic_load(&w->in_wake) != n; i++) {
+        usleep(50);
+    }
+}
+
+/* first: the count whose wake returns first (1: the slot's holder, 2: the
+ * call counted in busy). */
+static void stop_waits_for_two(uint64_t first)
+{
+    slow2 w;
+    memset(&w, 0, sizeof(w));
+    rig_end_desc d = {
+        .counts = {w.counts, sizeof(w.counts)}, .wake = slow2_wake, .self = &w};
+    rig_end *e = NULL;
+    char *err = NULL;
+    T_OK(rig_end_make(&d, &e, &err), err);
+    if (e == NULL) {
+        return;
+    }
+    ready2_arg r1 = {e, 1}, r2 = {e, 2};
+    pthread_t t1, t2, st;
+    pthread_create(&t1, NULL, ready2_c, &r1);
+    wait_in_wake(&w, 1); /* it holds the slot: the next call goes to busy */
+    pthread_create(&t2, NULL, ready2_c, &r2);
+    wait_in_wake(&w, 2);
+    T_EQ_U(atomic_load(&w.in_wake), 2);
+    stop2_arg a = {e, &w, false};
+    pthread_create(&st, NULL, stop2_now, &a);
+    usleep(20000);
+    T_TRUE(!atomic_load(&a.done)); /* two wakes in flight */
+    atomic_store(&w.may_leave, first);
+    wait_in_wake(&w, 1);
+    usleep(20000);
+    T_TRUE(!atomic_load(&a.done)); /* the other one still is */
+    atomic_store(&w.may_leave, UINT64_MAX);
+    pthread_join(t1, NULL);
+    pthread_join(t2, NULL);
+    pthread_join(st, NULL);
+    T_TRUE(atomic_load(&a.done));
+    rig_end_ready(e, 3); /* stopped: advances the count, wakes nothing */
+    T_EQ_U(rig_end_ready_count(e), 3);
+    T_EQ_U(atomic_load(&w.wakes_after_stop), 0);
+    rig_end_release(e);
+}
+
+static void test_stop_waits_for_two_wakes(void)
+{
+    stop_waits_for_two(1);
+    stop_waits_for_two(2);
+}
+
 /* A failed count is never lowered (issue 13.5): 4 threads advance
  * `arrived` and `sent` while a fifth fails the end; once rig_end_fail
  * returned, every advance leaves the counts at RIG_COUNT_FAILED. */
@@ -1074,6 +1181,8 @@ int main(void)
     CU_add_test(s, "end_make/rail_make arguments", test_end_make_args);
     CU_add_test(s, "ready, ready_fn, stop and fail", test_ready_semantics);
     CU_add_test(s, "stop waits for wakes in flight", test_stop_waits_for_wake);
+    CU_add_test(s, "stop waits for two wakes in flight (slot and busy)",
+                test_stop_waits_for_two_wakes);
     CU_add_test(s, "a failed count is never lowered", test_fail_stays);
     CU_add_test(s, "lifetime: rail and end keep each other",
                 test_lifetime_pair);

@@ -18,7 +18,8 @@ struct rig_end {
     void *self;
     atomic_long refs;
     atomic_bool live; /* in the table of live ends: ready wakes the rail */
-    atomic_int busy;  /* rig_end_ready calls inside wake right now */
+    atomic_int slot;  /* 1: one rig_end_ready call holds it (end.c) */
+    atomic_int busy;  /* other rig_end_ready calls inside wake right now */
     bool tabled;      /* entered in the table (under the table lock) */
     rig_rail *rail;   /* set once by rig_rail_make */
     int64_t *land;    /* dst of each received transfer (desc->receive) */
@@ -42,6 +43,10 @@ struct rig_rail {
  * rail/base/carrier.h declares them for the carriers and says how). */
 bool rig_count_window_open(void *counts);
 void rig_count_window_close(void *counts, uint64_t c);
+
+/* rig_count_advance(counts, RIG_READY_AT, c) for 1 <= c < RIG_COUNT_FAILED
+ * and counts not NULL, called without the PLT: rig_end_ready's step. */
+uint64_t rig_count_raise_ready(void *counts, uint64_t c);
 
 /* The table of live ends (end.c). */
 bool rig_live_insert(rig_end *e, char **err);

@@ -181,6 +181,26 @@ static void fail_arrived(void *counts)
     }
 }
 
+/* Raises *p to c unless it is there or failed already; the value it found
+ * (c itself when it raised), and *raised whether it wrote. */
+static inline uint64_t count_raise(_Atomic uint64_t *p, uint64_t c,
+                                   bool *raised)
+{
+    uint64_t cur = atomic_load_explicit(p, memory_order_relaxed);
+    *raised = false;
+    while (cur < c && cur != RIG_COUNT_FAILED) {
+        /* seq_cst (release and more): the store half of the handshake
+         * with sleeping waits (wait_internal.h).  On x86 a locked
+         * cmpxchg either way. */
+        if (atomic_compare_exchange_weak_explicit(
+                p, &cur, c, memory_order_seq_cst, memory_order_relaxed)) {
+            *raised = true;
+            break;
+        }
+    }
+    return cur;
+}
+
 uint64_t rig_count_advance(void *counts, size_t at, uint64_t c)
 {
     if (counts == NULL) {
@@ -192,24 +212,20 @@ uint64_t rig_count_advance(void *counts, size_t at, uint64_t c)
     if (c == RIG_COUNT_FAILED && at == RIG_ARRIVED_AT) {
         fail_arrived(counts);
     }
-    _Atomic uint64_t *p = count_at(counts, at);
-    uint64_t cur = atomic_load_explicit(p, memory_order_relaxed);
-    while (cur < c && cur != RIG_COUNT_FAILED) {
-        /* seq_cst (release and more): the store half of the handshake
-         * with sleeping waits (wait_internal.h).  On x86 a locked
-         * cmpxchg either way. */
-        if (atomic_compare_exchange_weak_explicit(
-                p, &cur, c, memory_order_seq_cst, memory_order_relaxed)) {
-            /* Nobody waits for ready: its fast path loads nothing more. */
-            if (at != RIG_READY_AT &&
-                atomic_load_explicit(&rig_wait_sleepers,
-                                     memory_order_seq_cst) != 0) {
-                rig_wait_wake();
-            }
-            break;
-        }
+    bool raised;
+    uint64_t cur = count_raise(count_at(counts, at), c, &raised);
+    /* Nobody waits for ready: its fast path loads nothing more. */
+    if (raised && at != RIG_READY_AT &&
+        atomic_load_explicit(&rig_wait_sleepers, memory_order_seq_cst) != 0) {
+        rig_wait_wake();
     }
     return cur;
+}
+
+uint64_t rig_count_raise_ready(void *counts, uint64_t c)
+{
+    bool raised;
+    return count_raise(count_at(counts, RIG_READY_AT), c, &raised);
 }
 
 bool rig_count_window_open(void *counts)

@@ -161,6 +161,7 @@ bool rig_end_make(const rig_end_desc *d, rig_end **out, char **err)
     e->progress = d->progress;
     e->progress_arg = d->progress_arg;
     atomic_init(&e->refs, 1);
+    atomic_init(&e->slot, 0);
     atomic_init(&e->busy, 0);
     atomic_init(&e->live, true);
     if (!rig_live_insert(e, err)) {
@@ -226,30 +227,59 @@ void rig_end_ready(rig_end *e, uint64_t c)
                      (void *)e, (unsigned long long)c);
         return;
     }
-    if (rig_count_advance(e->counts.base, RIG_READY_AT, c) ==
-        RIG_COUNT_FAILED) {
+    if (rig_count_raise_ready(e->counts.base, c) == RIG_COUNT_FAILED) {
         return;
     }
     /* The handshake with rig_end_stop is store-then-load on both sides:
-     * here busy++ then a load of live, there live = false then loads of
-     * busy.  All four are seq_cst, so they sit in one total order S,
-     * consistent with each object's modification order.  If the load of
-     * live here finds true, it precedes stop's store in S, so busy++ does
-     * too, and stop's first load of busy follows busy++ in S: it observes
-     * busy++ or a later modification (the older ones are all decrements
-     * that happen before busy++, since every write of busy is a
-     * read-modify-write continuing a release sequence).  So stop sees
-     * this call in flight and waits for the release decrement below,
-     * which its load (seq_cst, hence acquire) synchronises with: wake is
-     * over before the provider's state goes.  If the load finds false,
-     * wake is not called.  An acquire load in stop would not be in S and
-     * could miss busy++ while this load misses live = false (store
-     * buffering, allowed by C11 and by Arm's RCpc loads). */
-    atomic_fetch_add_explicit(&e->busy, 1, memory_order_seq_cst);
+     * here a read-modify-write that says "in flight" (the slot taken, or
+     * busy++) then a load of live; there live = false then loads of slot
+     * and busy.  All of them are seq_cst, so they sit in one total order
+     * S, consistent with sequenced-before and with each object's
+     * modification order.  If the load of live here finds true, it
+     * precedes stop's store in S, and so does our read-modify-write.  A
+     * seq_cst load of stop's that follows it in S reads the last seq_cst
+     * write of that object before the load in S (ours or a later one) or
+     * a write that does not happen before that one (C11's rule for
+     * seq_cst loads): never an older write than ours, since every older
+     * write of the slot or of busy happens before our read-modify-write
+     * (below).  So stop sees
+     * this call in flight and waits until it reads what this call writes
+     * when wake is over, a release that its load (seq_cst, hence acquire)
+     * synchronises with: wake is over before the provider's state goes.
+     * If the load finds false, wake is not called.  An acquire load in
+     * stop would not be in S and could miss our write while this load
+     * misses live = false (store buffering, allowed by C11 and by Arm's
+     * RCpc loads).
+     *
+     * The slot spares the common case, one thread readying the end, a
+     * locked instruction: it is taken by a compare-and-swap 0 -> 1 and
+     * given back by a plain release store of 0, where busy needs a
+     * read-modify-write both ways (several calls share it).  Only the
+     * holder writes 0, so the slot's modification order alternates: a
+     * take, its holder's 0, the next take (which reads that 0), ...  A
+     * take reads the 0 just before it, a release that its acquire
+     * synchronises with: every earlier holder's wake happens before it.
+     * So when stop's load of the slot reads a 0 after our take, that 0 is
+     * ours or a later holder's, and our wake happens before the load (our
+     * release store, or through the takes that follow it).  A call that
+     * finds the slot taken counts itself in busy instead, as before: each
+     * write of busy is a read-modify-write, continuing a release sequence,
+     * so stop's load that reads busy back at 0 synchronises with every
+     * decrement it follows. */
+    int free_slot = 0;
+    bool mine = atomic_compare_exchange_strong_explicit(
+        &e->slot, &free_slot, 1, memory_order_seq_cst, memory_order_relaxed);
+    if (!mine) {
+        atomic_fetch_add_explicit(&e->busy, 1, memory_order_seq_cst);
+    }
     if (atomic_load_explicit(&e->live, memory_order_seq_cst)) {
         e->wake(e->self, c);
     }
-    atomic_fetch_sub_explicit(&e->busy, 1, memory_order_release);
+    if (mine) {
+        atomic_store_explicit(&e->slot, 0, memory_order_release);
+    } else {
+        atomic_fetch_sub_explicit(&e->busy, 1, memory_order_release);
+    }
 }
 
 void rig_ready_by_counts(void *counts, uint64_t c)
@@ -280,7 +310,8 @@ void rig_end_stop(rig_end *e)
     atomic_store_explicit(&e->live, false, memory_order_seq_cst);
     rig_live_remove(e);
     rig_backoff b = {0};
-    while (atomic_load_explicit(&e->busy, memory_order_seq_cst) != 0) {
+    while (atomic_load_explicit(&e->slot, memory_order_seq_cst) != 0 ||
+           atomic_load_explicit(&e->busy, memory_order_seq_cst) != 0) {
         rig_backoff_step(&b);
     }
 }
