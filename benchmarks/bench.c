@@ -534,6 +534,11 @@ uint64_t bench_check_live(const char *method, const uint8_t *msg, size_t size,
     size_t n = stamp_len(size);
     uint64_t mask = n >= 8 ? UINT64_MAX : ((uint64_t)1 << (8 * n)) - 1;
     uint64_t prev_f = 0, prev_a = 0, prev_b = 0, v = 0;
+    /* The message it waited for, whole: as the floor checks, with no
+     * look at the flag (a call through a pointer on every message). */
+    if (stamp_ok(msg, size, lo, lo, &v)) {
+        return v;
+    }
     double since = 0;
     for (int tries = 0;; tries++) {
         uint64_t f = flag(ctx), a = 0, b = 0;
