@@ -425,7 +425,10 @@ RIG_API bool rig_remote_load_catalog_ends(rig_remote *rm, const char *root,
  * "limits: ", "timeout: ", "load: " ...), the machines that started halt
  * again and the error names every machine that failed ("timeout: machine
  * vm:2: ...").  Errors also: "invalid:" for an unknown program or one
- * running already (halt it first), "failed:".  Controller only. */
+ * running already (halt it first), "failed:" -- also when the job fails
+ * before every machine's reply is in, as when the program crashes at once
+ * holding ends: its nodes may have started, and the job's reason is the
+ * crash report.  Controller only. */
 RIG_API bool rig_remote_launch(rig_remote *rm, int64_t program, uint32_t nodes,
                                char **err);
 
