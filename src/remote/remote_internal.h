@@ -6,6 +6,8 @@
  *   RM_TAG_REPLY  agent -> controller: the command's outcome (rm_reply +
  *                 threads + message)
  *   RM_TAG_EVENT  agent -> controller: a crash report, unasked
+ *   RM_TAG_OVER   agent -> controller: a launch ended (rm_over), unasked:
+ *                 what rig_remote_wait waits for instead of asking
  *   RM_TAG_IMAGE  controller -> agent: image chunks of a load onto a
  *                 subset of the agents (a load onto every agent uses
  *                 MPI_Ibcast on the communicator instead)
@@ -40,7 +42,8 @@ enum {
     RM_TAG_CMD = 11,
     RM_TAG_REPLY = 12,
     RM_TAG_EVENT = 13,
-    RM_TAG_IMAGE = 14
+    RM_TAG_IMAGE = 14,
+    RM_TAG_OVER = 15
 };
 
 enum {
@@ -137,6 +140,16 @@ typedef struct {
     uint64_t launch;
 } rm_event;
 
+/* The end of a launch of a program, as its agent saw it (state
+ * RIG_REMOTE_DONE or RIG_REMOTE_CRASHED): sent once per launch, whoever
+ * waits for it. */
+typedef struct {
+    uint32_t magic;
+    uint32_t state;
+    int64_t program;
+    uint64_t launch;
+} rm_over;
+
 /* ---- growable buffers and readers --------------------------------------- */
 
 typedef struct {
@@ -174,6 +187,9 @@ typedef struct {
     uint32_t nodes;
     uint64_t launch; /* the current launch's number, as the agent counts */
     char *crash;     /* the first crash report of the current launch */
+    /* The last launch the agent said ended (0: none yet), and how. */
+    uint64_t over;
+    uint32_t over_state;
 } rm_place;
 
 typedef struct rm_program {
@@ -422,8 +438,9 @@ bool rm_round_trip(rig_remote *rm, const int *ranks, size_t n, rm_buf *msg,
 bool rm_refusals(const rig_remote *rm, const rm_got *g, size_t n,
                  const char *fallback, char **err);
 
-/* Takes in every crash report that has arrived (no waiting).  Caller
- * holds rm->lock or not: only table_lock is taken. */
+/* Takes in every crash report and end of a launch (rm_over) that has
+ * arrived (no waiting).  Caller holds rm->lock (its MPI calls are the
+ * conversation's); table_lock is taken for the records. */
 void rm_events_drain(rig_remote *rm);
 
 /* Tells every agent to close and waits for all of them.  rm->lock held. */
