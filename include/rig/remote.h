@@ -465,12 +465,13 @@ RIG_API void rig_remote_status_free(rig_remote_status *s, size_t n);
 
 /* Waits until the launch of program is done on every machine (true), or
  * one crashed ("failed: " with its report), at most timeout_ms (0: no
- * limit; then "timeout: " naming the machines still running).  It asks
- * the machines once (rig_remote_query), then waits for their word: an
- * agent looks at its running programs every 1 ms and tells the controller
- * unasked when a launch ends, and the wait, in naps growing to 1 ms, asks
- * again only then -- so that a long program's machines are not kept busy
- * answering.  Any thread; the layer's lock is not held between naps.
+ * limit; then "timeout: " naming the machines still running).  It waits
+ * for the machines' word: an agent looks at its running programs every
+ * 1 ms and tells the controller unasked when a launch ends, and the wait,
+ * in naps growing to 1 ms, asks the machines (rig_remote_query) only when
+ * every one has ended, one crashed, or the time is up -- so that a long
+ * program's machines are not kept busy answering.  Any thread; the
+ * layer's lock is not held between naps.
  * Errors also: "invalid:" for an unknown program or one not launched,
  * "failed:" when the job fails.  Controller only. */
 RIG_API bool rig_remote_wait(rig_remote *rm, int64_t program,

@@ -1207,20 +1207,22 @@ bool rig_remote_query(rig_remote *rm, int64_t program, rig_remote_status **out,
 
 /* Waits, asking the agents nothing, until their word may have changed
  * what a query says of program: every machine's launch ended or one
- * crashed (rm_over, which an agent sends once per launch), another thread
- * halted, launched again or unloaded it, the job failed, or deadline (0:
- * none) passed.  It takes the agents' words in under rm->lock between
- * naps of *nap_us, which grow to 1 ms: a wait of any length costs the
- * agents nothing (a query would start their hot phase, beside their own
- * program's nodes) and the controller a wakeup a millisecond.  False only
- * for a failed job. */
+ * crashed (rm_over, which an agent sends once per launch), it is not
+ * launched (or not loaded) any more or was never, the job failed, or
+ * deadline (0: none) passed.  It takes the agents' words in under
+ * rm->lock between naps of *nap_us (none the first time, 0), which grow
+ * to 1 ms: a wait of any length costs the agents nothing (a query would
+ * start their hot phase, beside their own program's nodes) and the
+ * controller a wakeup a millisecond.  False only for a failed job. */
 static bool wait_word(rig_remote *rm, int64_t program, uint64_t deadline,
                       long *nap_us, char **err)
 {
     for (;;) {
-        struct timespec ts = {0, *nap_us * 1000};
-        nanosleep(&ts, NULL);
-        *nap_us = *nap_us < 500 ? *nap_us * 2 : 1000;
+        if (*nap_us > 0) {
+            struct timespec ts = {0, *nap_us * 1000};
+            nanosleep(&ts, NULL);
+        }
+        *nap_us = *nap_us == 0 ? 20 : (*nap_us < 500 ? *nap_us * 2 : 1000);
         rm_lock(rm);
         bool failed = rig_job_failed(rm->job);
         if (!failed) {
@@ -1263,8 +1265,14 @@ bool rig_remote_wait(rig_remote *rm, int64_t program, uint32_t timeout_ms,
     uint64_t t0 = rig_now_ns();
     uint64_t deadline =
         timeout_ms > 0 ? t0 + (uint64_t)timeout_ms * 1000000u : 0;
-    long nap_us = 20;
+    /* The agents are asked only once their word (or the controller's
+     * table: an unknown program, one not launched) says a query ends the
+     * wait, and at the deadline. */
+    long nap_us = 0;
     for (;;) {
+        if (!wait_word(rm, program, deadline, &nap_us, err)) {
+            return false;
+        }
         rig_remote_status *s = NULL;
         size_t n = 0;
         rm_lock(rm);
@@ -1311,9 +1319,6 @@ bool rig_remote_wait(rig_remote *rm, int64_t program, uint32_t timeout_ms,
             rm_buf_free(&b);
         } else {
             rig_remote_status_free(s, n);
-            if (!wait_word(rm, program, deadline, &nap_us, err)) {
-                return false;
-            }
             continue;
         }
         rig_remote_status_free(s, n);
