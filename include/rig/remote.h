@@ -126,7 +126,9 @@
  * command: for 2 ms after a command it tests for the next one, yielding
  * its core between tests (so a burst of commands is served at once), then
  * sleeps in growing naps of up to 100 us, and of 1 ms after 50 ms more of
- * quiet: an idle agent does not hold a core.  The controller waiting for
+ * quiet -- or at once while one of its programs runs, which has the
+ * cores; the end of a launch makes it hot again: an idle agent does not
+ * hold a core.  The controller waiting for
  * its agents' replies tests, yielding, for 20 ms of the wait, then sleeps
  * alike; a wait for an image's bytes never sleeps (MPI moves them only
  * while its ranks test).

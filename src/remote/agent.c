@@ -555,11 +555,19 @@ static void poll_prog(rig_remote *rm, agent_prog *p)
     free(why);
 }
 
-static void poll_all(rig_remote *rm)
+/* Polls every running program: true when one runs still, *ended when a
+ * launch ended. */
+static bool poll_all(rig_remote *rm, bool *ended)
 {
+    bool running = false;
     for (agent_prog *p = rm->progs; p != NULL; p = p->next) {
+        bool was = p->launched && p->state == RIG_REMOTE_RUNNING;
         poll_prog(rm, p);
+        bool is = p->launched && p->state == RIG_REMOTE_RUNNING;
+        *ended = *ended || (was && !is);
+        running = running || is;
     }
+    return running;
 }
 
 /* Halts p's launch, if any; false with the executor's unload error. */
@@ -1209,6 +1217,7 @@ bool rig_remote_serve(rig_remote *rm, char **err)
     }
     rm_backoff b = {0};
     uint64_t next_poll = 0;
+    bool running = false; /* a program ran at the last poll */
     for (;;) {
         if (rig_job_failed(rm->job)) {
             rm->served = true;
@@ -1258,9 +1267,14 @@ bool rig_remote_serve(rig_remote *rm, char **err)
         pending_progress(rm);
         uint64_t now = rig_now_ns();
         if (now >= next_poll) {
-            poll_all(rm);
+            bool ended = false;
+            running = poll_all(rm, &ended);
             next_poll = now + RM_POLL_NS;
+            if (ended) {
+                /* The controller's query and halt follow the word. */
+                rm_backoff_reset(&b);
+            }
         }
-        rm_backoff_step(&b, RM_PACE_IDLE);
+        rm_backoff_step(&b, running ? RM_PACE_RUN : RM_PACE_IDLE);
     }
 }
