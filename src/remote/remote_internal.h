@@ -457,9 +457,10 @@ bool rm_rail_make(rig_remote *rm, int a, int b, const rig_transfer *send,
                   size_t nsend, const rig_transfer *receive, size_t nreceive,
                   rig_rail **out, char **err);
 
-/* Takes rm->lock and tells the agents of the rails released since the
- * last call to drop their ends (a failed job: none).  Every call of the
- * controller that talks to agents starts with it. */
+/* Takes rm->lock, takes in the agents' unasked messages
+ * (rm_events_drain) and tells the agents of the rails released since the
+ * last call to drop their ends (a failed job: neither).  Every call of
+ * the controller that talks to agents starts with it. */
 void rm_lock(rig_remote *rm);
 
 /* The controller's rail id (not released) or NULL; table_lock held. */
