@@ -126,7 +126,9 @@
  * command: for 2 ms after a command it tests for the next one, yielding
  * its core between tests (so a burst of commands is served at once), then
  * sleeps in growing naps of up to 100 us, and of 1 ms after 50 ms more of
- * quiet: an idle agent does not hold a core.  The controller waiting for
+ * quiet -- or at once while one of its programs runs, which has the
+ * cores; the end of a launch makes it hot again: an idle agent does not
+ * hold a core.  The controller waiting for
  * its agents' replies tests, yielding, for 20 ms of the wait, then sleeps
  * alike; a wait for an image's bytes never sleeps (MPI moves them only
  * while its ranks test).
@@ -425,7 +427,10 @@ RIG_API bool rig_remote_load_catalog_ends(rig_remote *rm, const char *root,
  * "limits: ", "timeout: ", "load: " ...), the machines that started halt
  * again and the error names every machine that failed ("timeout: machine
  * vm:2: ...").  Errors also: "invalid:" for an unknown program or one
- * running already (halt it first), "failed:".  Controller only. */
+ * running already (halt it first), "failed:" -- also when the job fails
+ * before every machine's reply is in, as when the program crashes at once
+ * holding ends: its nodes may have started, and the job's reason is the
+ * crash report.  Controller only. */
 RIG_API bool rig_remote_launch(rig_remote *rm, int64_t program, uint32_t nodes,
                                char **err);
 
@@ -462,8 +467,13 @@ RIG_API void rig_remote_status_free(rig_remote_status *s, size_t n);
 
 /* Waits until the launch of program is done on every machine (true), or
  * one crashed ("failed: " with its report), at most timeout_ms (0: no
- * limit; then "timeout: " naming the machines still running).  It asks
- * the machines (rig_remote_query) with growing pauses up to 10 ms.
+ * limit; then "timeout: " naming the machines still running).  It waits
+ * for the machines' word: an agent looks at its running programs every
+ * 1 ms and tells the controller unasked when a launch ends, and the wait,
+ * in naps growing to 1 ms, asks the machines (rig_remote_query) only when
+ * every one has ended, one crashed, or the time is up -- so that a long
+ * program's machines are not kept busy answering.  Any thread; the
+ * layer's lock is not held between naps.
  * Errors also: "invalid:" for an unknown program or one not launched,
  * "failed:" when the job fails.  Controller only. */
 RIG_API bool rig_remote_wait(rig_remote *rm, int64_t program,

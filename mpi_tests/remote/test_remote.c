@@ -32,7 +32,10 @@
  *   --mpmd         the controller alone (np 1 of an MPMD launch whose
  *                  other ranks run rig_agent)
  *   --threads      two threads load, run and unload programs at once while
- *                  a third reads every host's threads()
+ *                  a third reads every host's threads(); rig_remote_wait
+ *                  on a program that runs until halted: its timeout
+ *                  names every machine, and a halt from another thread
+ *                  meanwhile ends it ("invalid: ... not launched")
  *   --cuda DIR     (under the stand-in CUDA driver) a Device proxy per
  *                  machine, and DIR's counter example counting on each
  * Programs: REMOTE_PROGRAMS (mpi_tests/remote/programs of the build). */
@@ -1114,6 +1117,59 @@ static void *reader_thread(void *arg)
     return NULL;
 }
 
+/* rig_remote_wait waits for the agents' word, not holding the layer's
+ * lock: a halt from another thread goes through and ends the wait. */
+typedef struct {
+    int64_t p;
+    char *err;
+    uint64_t t_end;
+} waiter_arg;
+
+static void *waiter_thread(void *arg)
+{
+    waiter_arg *w = arg;
+    if (rig_remote_wait(rm, w->p, HANG_MS, &w->err)) {
+        w->err = strdup("(the wait succeeded)");
+    }
+    w->t_end = now_ns();
+    return NULL;
+}
+
+static void waits_on_spin(void)
+{
+    int64_t p = 0;
+    T_OK(rig_remote_load_catalog(rm, root, "rspin", NULL, 0, &p, &t_err));
+    T_OK(rig_remote_launch(rm, p, 1, &t_err));
+    /* The timeout: rspin runs until halted; every machine is named. */
+    uint64_t t0 = now_ns();
+    char *msg = NULL;
+    T_ERR(rig_remote_wait(rm, p, 300, &t_err), "timeout: ", "after 300 ms",
+          &msg);
+    double ms = (double)(now_ns() - t0) / 1e6;
+    printf("controller: wait: %s (%.1f ms)\n", msg, ms);
+    for (int r = 1; r < size; r++) {
+        T_ASSERT(strstr(msg, rig_remote_machine_of(rm, r)->name) != NULL);
+    }
+    free(msg);
+    T_ASSERT(ms >= 300.0 && ms < 3000.0); /* the bound; a hang guard */
+    /* A wait with no end in sight, and a halt from this thread. */
+    waiter_arg w = {.p = p};
+    pthread_t t;
+    T_EQ(pthread_create(&t, NULL, waiter_thread, &w), 0);
+    nap_ms(100);
+    uint64_t t_halt = now_ns();
+    T_OK(rig_remote_halt(rm, p, &t_err));
+    pthread_join(t, NULL);
+    ms = (double)(w.t_end - t_halt) / 1e6;
+    printf("controller: a wait ended %.1f ms after the halt began: %s\n", ms,
+           w.err != NULL ? w.err : "(none)");
+    T_ASSERT(w.err != NULL && strncmp(w.err, "invalid: ", 9) == 0 &&
+             strstr(w.err, "not launched") != NULL);
+    free(w.err);
+    T_ASSERT(ms < 10000.0); /* a hang guard */
+    T_OK(rig_remote_unload(rm, p, &t_err));
+}
+
 static void test_threads(void)
 {
     pthread_t a, b, c;
@@ -1126,6 +1182,8 @@ static void test_threads(void)
     pthread_join(b, NULL);
     atomic_store(&readers_stop, true);
     pthread_join(c, NULL);
+    check_held(NULL, 0);
+    waits_on_spin();
     check_held(NULL, 0);
 }
 

@@ -4,9 +4,12 @@
  *
  * The serving loop probes for the next command (MPI_Improbe, so that no
  * receive is left posted when the job fails), polls the running programs
- * every RM_POLL_NS for a crash, completes the crash reports on their way
- * and watches the job.  Commands run one at a time, each ending with its
- * reply; the rail commands (RAIL, DROP, ENDS) are rails.c's.
+ * every RM_POLL_NS for their end or a crash -- telling the controller of
+ * either unasked (RM_TAG_OVER, what rig_remote_wait waits for), so that a
+ * waiting controller asks nothing while the program runs -- completes
+ * the messages on their way and watches the job.  Commands run one at a
+ * time, each ending with its reply; the rail commands (RAIL, DROP, ENDS)
+ * are rails.c's.
  *
  * Ends of programs.  A load names, per machine, the rail ends the
  * program's inputs are bound to; the agent checks them against the
@@ -31,7 +34,10 @@
 #include <string.h>
 #include <sys/shm.h>
 
-#define RM_POLL_NS 5000000ull /* running programs polled every 5 ms */
+/* Running programs are polled every 1 ms (a crash is reported, the end
+ * told to rig_remote_wait); the loop wakes that often anyway once it
+ * naps. */
+#define RM_POLL_NS 1000000ull
 
 static const char *my_name(const rig_remote *rm)
 {
@@ -99,6 +105,56 @@ static void pending_abandon(rig_remote *rm)
     rm->npending = 0;
 }
 
+/* Sends b's bytes to the controller unasked, with tag, and keeps the
+ * request among the pending ones (pending_progress completes it); b is
+ * taken.  Nothing is sent without memory: the controller then learns of
+ * it from a query (the state is the agent's). */
+static void send_unasked(rig_remote *rm, int tag, rm_buf *b)
+{
+    if (rm->npending == rm->pending_cap) {
+        size_t cap = rm->pending_cap != 0 ? rm->pending_cap * 2 : 8;
+        MPI_Request *r = realloc(rm->pending, cap * sizeof(*r));
+        if (r == NULL) {
+            rm_buf_free(b);
+            return;
+        }
+        rm->pending = r;
+        void **pb = realloc(rm->pending_buf, cap * sizeof(*pb));
+        if (pb == NULL) {
+            rm_buf_free(b);
+            return;
+        }
+        rm->pending_buf = pb;
+        rm->pending_cap = cap;
+    }
+    if (b->oom) {
+        rm_buf_free(b);
+        return;
+    }
+    MPI_Request req;
+    if (MPI_Isend(b->p, (int)b->len, MPI_BYTE, 0, tag, rm->comm, &req) !=
+        MPI_SUCCESS) {
+        rm_buf_free(b);
+        return;
+    }
+    rm->pending[rm->npending] = req;
+    rm->pending_buf[rm->npending] = b->p;
+    rm->npending++;
+}
+
+/* Tells the controller that p's launch ended (RM_TAG_OVER): what
+ * rig_remote_wait waits for, instead of asking. */
+static void report_over(rig_remote *rm, const agent_prog *p)
+{
+    rm_over o = {.magic = RM_MAGIC,
+                 .state = (uint32_t)p->state,
+                 .program = p->id,
+                 .launch = p->launches};
+    rm_buf b = {0};
+    rm_buf_put(&b, &o, sizeof(o));
+    send_unasked(rm, RM_TAG_OVER, &b);
+}
+
 /* Sends p's crash report to the controller, once. */
 static void report_crash(rig_remote *rm, agent_prog *p)
 {
@@ -107,20 +163,6 @@ static void report_crash(rig_remote *rm, agent_prog *p)
     }
     p->crash_sent = true;
     rig_log(RIG_LOG_INFO, "rank %d: %s", rm->rank, p->crash);
-    if (rm->npending == rm->pending_cap) {
-        size_t cap = rm->pending_cap != 0 ? rm->pending_cap * 2 : 8;
-        MPI_Request *r = realloc(rm->pending, cap * sizeof(*r));
-        if (r == NULL) {
-            return;
-        }
-        rm->pending = r;
-        void **b = realloc(rm->pending_buf, cap * sizeof(*b));
-        if (b == NULL) {
-            return;
-        }
-        rm->pending_buf = b;
-        rm->pending_cap = cap;
-    }
     size_t len = strlen(p->crash);
     rm_event ev = {.magic = RM_MAGIC,
                    .msg_len = (uint32_t)len,
@@ -129,19 +171,7 @@ static void report_crash(rig_remote *rm, agent_prog *p)
     rm_buf b = {0};
     rm_buf_put(&b, &ev, sizeof(ev));
     rm_buf_put(&b, p->crash, len);
-    if (b.oom) {
-        rm_buf_free(&b);
-        return;
-    }
-    MPI_Request req;
-    if (MPI_Isend(b.p, (int)b.len, MPI_BYTE, 0, RM_TAG_EVENT, rm->comm, &req) !=
-        MPI_SUCCESS) {
-        rm_buf_free(&b);
-        return;
-    }
-    rm->pending[rm->npending] = req;
-    rm->pending_buf[rm->npending] = b.p;
-    rm->npending++;
+    send_unasked(rm, RM_TAG_EVENT, &b);
 }
 
 /* Sends a reply and waits until it is on its way; false (with the job's
@@ -517,17 +547,27 @@ static void poll_prog(rig_remote *rm, agent_prog *p)
         p->state = RIG_REMOTE_CRASHED;
         fail_ends(rm, p);
         report_crash(rm, p);
+        report_over(rm, p);
     } else if (st == MESH_RUN_DONE) {
         p->state = RIG_REMOTE_DONE;
+        report_over(rm, p);
     }
     free(why);
 }
 
-static void poll_all(rig_remote *rm)
+/* Polls every running program: true when one runs still, *ended when a
+ * launch ended. */
+static bool poll_all(rig_remote *rm, bool *ended)
 {
+    bool running = false;
     for (agent_prog *p = rm->progs; p != NULL; p = p->next) {
+        bool was = p->launched && p->state == RIG_REMOTE_RUNNING;
         poll_prog(rm, p);
+        bool is = p->launched && p->state == RIG_REMOTE_RUNNING;
+        *ended = *ended || (was && !is);
+        running = running || is;
     }
+    return running;
 }
 
 /* Halts p's launch, if any; false with the executor's unload error. */
@@ -1177,6 +1217,7 @@ bool rig_remote_serve(rig_remote *rm, char **err)
     }
     rm_backoff b = {0};
     uint64_t next_poll = 0;
+    bool running = false; /* a program ran at the last poll */
     for (;;) {
         if (rig_job_failed(rm->job)) {
             rm->served = true;
@@ -1226,9 +1267,14 @@ bool rig_remote_serve(rig_remote *rm, char **err)
         pending_progress(rm);
         uint64_t now = rig_now_ns();
         if (now >= next_poll) {
-            poll_all(rm);
+            bool ended = false;
+            running = poll_all(rm, &ended);
             next_poll = now + RM_POLL_NS;
+            if (ended) {
+                /* The controller's query and halt follow the word. */
+                rm_backoff_reset(&b);
+            }
         }
-        rm_backoff_step(&b, RM_PACE_IDLE);
+        rm_backoff_step(&b, running ? RM_PACE_RUN : RM_PACE_IDLE);
     }
 }

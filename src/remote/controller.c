@@ -140,11 +140,60 @@ static void crash_record(rig_remote *rm, int rank, int64_t program,
     rm->events[rm->nevents++] = ev;
 }
 
+/* Records that rank's agent saw launch `launch` of program end in state.
+ * Launch numbers only grow, so the latest is kept whatever the controller
+ * knows of the launch yet: the word may be taken in (by a round with other
+ * agents) before the launch's own round recorded its number.  Caller
+ * holds table_lock. */
+static void over_record(rig_remote *rm, int rank, const rm_over *o)
+{
+    rm_program *p = prog_find(rm, o->program);
+    for (size_t i = 0; p != NULL && i < p->nplaces; i++) {
+        rm_place *pl = &p->places[i];
+        if (pl->rank == rank && o->launch > pl->over) {
+            pl->over = o->launch;
+            pl->over_state = o->state;
+        }
+    }
+}
+
+/* Takes in the ends of launches that have arrived (no waiting). */
+static void overs_drain(rig_remote *rm)
+{
+    for (;;) {
+        int flag = 0;
+        MPI_Message m;
+        MPI_Status st;
+        if (MPI_Improbe(MPI_ANY_SOURCE, RM_TAG_OVER, rm->comm, &flag, &m,
+                        &st) != MPI_SUCCESS ||
+            !flag) {
+            return;
+        }
+        int count = 0;
+        MPI_Get_count(&st, MPI_BYTE, &count);
+        uint8_t *msg = malloc(count > 0 ? (size_t)count : 1);
+        uint8_t dummy;
+        int rc = MPI_Mrecv(msg != NULL ? msg : &dummy, msg != NULL ? count : 0,
+                           MPI_BYTE, &m, MPI_STATUS_IGNORE);
+        rm_over o = {0};
+        if (rc == MPI_SUCCESS && msg != NULL && (size_t)count == sizeof(o)) {
+            memcpy(&o, msg, sizeof(o));
+        }
+        free(msg);
+        if (o.magic == RM_MAGIC) {
+            pthread_mutex_lock(&rm->table_lock);
+            over_record(rm, st.MPI_SOURCE, &o);
+            pthread_mutex_unlock(&rm->table_lock);
+        }
+    }
+}
+
 void rm_events_drain(rig_remote *rm)
 {
     if (rm->hosts == NULL) {
         return; /* still opening */
     }
+    overs_drain(rm);
     for (;;) {
         int flag = 0;
         MPI_Message m;
@@ -1156,6 +1205,57 @@ bool rig_remote_query(rig_remote *rm, int64_t program, rig_remote_status **out,
     return ok;
 }
 
+/* Waits, asking the agents nothing, until their word may have changed
+ * what a query says of program: every machine's launch ended or one
+ * crashed (rm_over, which an agent sends once per launch), it is not
+ * launched (or not loaded) any more or was never, the job failed, or
+ * deadline (0: none) passed.  It takes the agents' words in under
+ * rm->lock between naps of *nap_us (none the first time, 0), which grow
+ * to 1 ms: a wait of any length costs the agents nothing (a query would
+ * start their hot phase, beside their own program's nodes) and the
+ * controller a wakeup a millisecond.  False only for a failed job. */
+static bool wait_word(rig_remote *rm, int64_t program, uint64_t deadline,
+                      long *nap_us, char **err)
+{
+    for (;;) {
+        if (*nap_us > 0) {
+            struct timespec ts = {0, *nap_us * 1000};
+            nanosleep(&ts, NULL);
+        }
+        *nap_us = *nap_us == 0 ? 20 : (*nap_us < 500 ? *nap_us * 2 : 1000);
+        rm_lock(rm);
+        bool failed = rig_job_failed(rm->job);
+        if (!failed) {
+            rm_events_drain(rm);
+        }
+        pthread_mutex_lock(&rm->table_lock);
+        rm_program *p = prog_find(rm, program);
+        char what[128];
+        snprintf(what, sizeof(what), "waiting for program %s",
+                 p != NULL ? p->name : "(unloaded)");
+        bool news = p == NULL;
+        size_t over = 0;
+        for (size_t i = 0; !news && i < p->nplaces; i++) {
+            const rm_place *pl = &p->places[i];
+            if (!pl->launched) {
+                news = true;
+            } else if (pl->over >= pl->launch) {
+                over++;
+                news = pl->over_state == RIG_REMOTE_CRASHED;
+            }
+        }
+        news = news || over == p->nplaces;
+        pthread_mutex_unlock(&rm->table_lock);
+        pthread_mutex_unlock(&rm->lock);
+        if (failed) {
+            return rm_failed(rm, err, what);
+        }
+        if (news || (deadline != 0 && rig_now_ns() >= deadline)) {
+            return true;
+        }
+    }
+}
+
 bool rig_remote_wait(rig_remote *rm, int64_t program, uint32_t timeout_ms,
                      char **err)
 {
@@ -1163,8 +1263,16 @@ bool rig_remote_wait(rig_remote *rm, int64_t program, uint32_t timeout_ms,
         return false;
     }
     uint64_t t0 = rig_now_ns();
-    long pause_us = 100;
+    uint64_t deadline =
+        timeout_ms > 0 ? t0 + (uint64_t)timeout_ms * 1000000u : 0;
+    /* The agents are asked only once their word (or the controller's
+     * table: an unknown program, one not launched) says a query ends the
+     * wait, and at the deadline. */
+    long nap_us = 0;
     for (;;) {
+        if (!wait_word(rm, program, deadline, &nap_us, err)) {
+            return false;
+        }
         rig_remote_status *s = NULL;
         size_t n = 0;
         rm_lock(rm);
@@ -1192,8 +1300,7 @@ bool rig_remote_wait(rig_remote *rm, int64_t program, uint32_t timeout_ms,
         } else if (done == n) {
             rig_remote_status_free(s, n);
             return true;
-        } else if (timeout_ms > 0 &&
-                   rig_now_ns() - t0 >= (uint64_t)timeout_ms * 1000000u) {
+        } else if (deadline != 0 && rig_now_ns() >= deadline) {
             rm_buf b = {0};
             for (size_t i = 0; i < n; i++) {
                 if (s[i].state == RIG_REMOTE_RUNNING) {
@@ -1212,9 +1319,6 @@ bool rig_remote_wait(rig_remote *rm, int64_t program, uint32_t timeout_ms,
             rm_buf_free(&b);
         } else {
             rig_remote_status_free(s, n);
-            struct timespec ts = {0, pause_us * 1000};
-            nanosleep(&ts, NULL);
-            pause_us = pause_us < 10000 ? pause_us * 2 : 10000;
             continue;
         }
         rig_remote_status_free(s, n);

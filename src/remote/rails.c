@@ -234,6 +234,12 @@ static void flush_released(rig_remote *rm)
 void rm_lock(rig_remote *rm)
 {
     pthread_mutex_lock(&rm->lock);
+    /* The agents' unasked messages (crash reports, ends of launches: one
+     * per launch) are taken in at every call, so that a controller that
+     * never waits does not pile them up in MPI. */
+    if (!rig_job_failed(rm->job)) {
+        rm_events_drain(rm);
+    }
     flush_released(rm);
 }
 

@@ -6,6 +6,8 @@
  *   RM_TAG_REPLY  agent -> controller: the command's outcome (rm_reply +
  *                 threads + message)
  *   RM_TAG_EVENT  agent -> controller: a crash report, unasked
+ *   RM_TAG_OVER   agent -> controller: a launch ended (rm_over), unasked:
+ *                 what rig_remote_wait waits for instead of asking
  *   RM_TAG_IMAGE  controller -> agent: image chunks of a load onto a
  *                 subset of the agents (a load onto every agent uses
  *                 MPI_Ibcast on the communicator instead)
@@ -40,7 +42,8 @@ enum {
     RM_TAG_CMD = 11,
     RM_TAG_REPLY = 12,
     RM_TAG_EVENT = 13,
-    RM_TAG_IMAGE = 14
+    RM_TAG_IMAGE = 14,
+    RM_TAG_OVER = 15
 };
 
 enum {
@@ -137,6 +140,16 @@ typedef struct {
     uint64_t launch;
 } rm_event;
 
+/* The end of a launch of a program, as its agent saw it (state
+ * RIG_REMOTE_DONE or RIG_REMOTE_CRASHED): sent once per launch, whoever
+ * waits for it. */
+typedef struct {
+    uint32_t magic;
+    uint32_t state;
+    int64_t program;
+    uint64_t launch;
+} rm_over;
+
 /* ---- growable buffers and readers --------------------------------------- */
 
 typedef struct {
@@ -174,6 +187,9 @@ typedef struct {
     uint32_t nodes;
     uint64_t launch; /* the current launch's number, as the agent counts */
     char *crash;     /* the first crash report of the current launch */
+    /* The last launch the agent said ended (0: none yet), and how. */
+    uint64_t over;
+    uint32_t over_state;
 } rm_place;
 
 typedef struct rm_program {
@@ -337,8 +353,9 @@ struct rig_remote {
  * would (an image on its way); RM_PACE_IDLE (an agent waiting for a
  * command) and RM_PACE_REPLY (the controller waiting for replies) are hot
  * for a short while, yielding the core between tests, then back off to
- * sleeps. */
-typedef enum { RM_PACE_DATA, RM_PACE_IDLE, RM_PACE_REPLY } rm_pace;
+ * sleeps; RM_PACE_RUN (an agent waiting while its programs run) is hot
+ * as RM_PACE_IDLE, then sleeps 1 ms at a time. */
+typedef enum { RM_PACE_DATA, RM_PACE_IDLE, RM_PACE_REPLY, RM_PACE_RUN } rm_pace;
 
 typedef struct {
     uint32_t spins;
@@ -422,8 +439,9 @@ bool rm_round_trip(rig_remote *rm, const int *ranks, size_t n, rm_buf *msg,
 bool rm_refusals(const rig_remote *rm, const rm_got *g, size_t n,
                  const char *fallback, char **err);
 
-/* Takes in every crash report that has arrived (no waiting).  Caller
- * holds rm->lock or not: only table_lock is taken. */
+/* Takes in every crash report and end of a launch (rm_over) that has
+ * arrived (no waiting).  Caller holds rm->lock (its MPI calls are the
+ * conversation's); table_lock is taken for the records. */
 void rm_events_drain(rig_remote *rm);
 
 /* Tells every agent to close and waits for all of them.  rm->lock held. */
@@ -439,9 +457,10 @@ bool rm_rail_make(rig_remote *rm, int a, int b, const rig_transfer *send,
                   size_t nsend, const rig_transfer *receive, size_t nreceive,
                   rig_rail **out, char **err);
 
-/* Takes rm->lock and tells the agents of the rails released since the
- * last call to drop their ends (a failed job: none).  Every call of the
- * controller that talks to agents starts with it. */
+/* Takes rm->lock, takes in the agents' unasked messages
+ * (rm_events_drain) and tells the agents of the rails released since the
+ * last call to drop their ends (a failed job: neither).  Every call of
+ * the controller that talks to agents starts with it. */
 void rm_lock(rig_remote *rm);
 
 /* The controller's rail id (not released) or NULL; table_lock held. */

@@ -37,7 +37,16 @@
  * Then the wait sleeps 1 us, 2 us ... up to 100 us (the kernel's timer
  * slack, 50 us by default, comes on top of each), and 1 ms once it has
  * been quiet for RM_QUIET_NS more, so that an idle agent costs almost
- * nothing: no wait spins when nothing is coming. */
+ * nothing: no wait spins when nothing is coming.
+ *   RM_PACE_RUN    an agent waiting for a command while its programs run
+ *                  is hot as RM_PACE_IDLE, then sleeps 1 ms at once: its
+ *                  nodes have the cores, and each shorter nap would wake
+ *                  it beside them (rail_latency's program-driven rounds
+ *                  of 100-200 ms spent a third of each in 100 us naps).
+ *                  The controller sends nothing until the launch ends
+ *                  (rig_remote_wait waits for the agent's word), and the
+ *                  end of a launch makes the agent hot again
+ *                  (rig_remote_serve), for the query and halt that follow. */
 #define RM_SPINS 64u
 #define RM_HOT_IDLE_NS 2000000ull
 #define RM_HOT_REPLY_NS 20000000ull
@@ -68,7 +77,7 @@ void rm_backoff_step(rm_backoff *b, rm_pace pace)
     }
     uint32_t nap = b->naps < UINT32_MAX ? b->naps++ : b->naps;
     long ns = nap >= 99 ? 100000 : 1000 * (long)(nap + 1);
-    if (quiet - hot > RM_QUIET_NS) {
+    if (pace == RM_PACE_RUN || quiet - hot > RM_QUIET_NS) {
         ns = 1000000;
     }
     struct timespec ts = {0, ns};
