@@ -157,32 +157,53 @@ static void over_record(rig_remote *rm, int rank, const rm_over *o)
     }
 }
 
+/* One message of tag that has arrived, whole (no waiting): its bytes
+ * (malloc'd; the caller frees them) and length, and its sender.  NULL when
+ * none has arrived; a message that could not be held is taken and
+ * dropped (*count -1). */
+static uint8_t *take_msg(rig_remote *rm, int tag, int *count, int *from,
+                         bool *any)
+{
+    int flag = 0;
+    MPI_Message m;
+    MPI_Status st;
+    *any = false;
+    if (MPI_Improbe(MPI_ANY_SOURCE, tag, rm->comm, &flag, &m, &st) !=
+            MPI_SUCCESS ||
+        !flag) {
+        return NULL;
+    }
+    *any = true;
+    *count = 0;
+    MPI_Get_count(&st, MPI_BYTE, count);
+    uint8_t *msg = malloc(*count > 0 ? (size_t)*count : 1);
+    uint8_t dummy;
+    int rc = MPI_Mrecv(msg != NULL ? msg : &dummy, msg != NULL ? *count : 0,
+                       MPI_BYTE, &m, MPI_STATUS_IGNORE);
+    *from = st.MPI_SOURCE;
+    if (rc != MPI_SUCCESS || msg == NULL) {
+        free(msg);
+        *count = -1;
+        return NULL;
+    }
+    return msg;
+}
+
 /* Takes in the ends of launches that have arrived (no waiting). */
 static void overs_drain(rig_remote *rm)
 {
-    for (;;) {
-        int flag = 0;
-        MPI_Message m;
-        MPI_Status st;
-        if (MPI_Improbe(MPI_ANY_SOURCE, RM_TAG_OVER, rm->comm, &flag, &m,
-                        &st) != MPI_SUCCESS ||
-            !flag) {
-            return;
-        }
-        int count = 0;
-        MPI_Get_count(&st, MPI_BYTE, &count);
-        uint8_t *msg = malloc(count > 0 ? (size_t)count : 1);
-        uint8_t dummy;
-        int rc = MPI_Mrecv(msg != NULL ? msg : &dummy, msg != NULL ? count : 0,
-                           MPI_BYTE, &m, MPI_STATUS_IGNORE);
+    bool any = true;
+    while (any) {
+        int count, from;
+        uint8_t *msg = take_msg(rm, RM_TAG_OVER, &count, &from, &any);
         rm_over o = {0};
-        if (rc == MPI_SUCCESS && msg != NULL && (size_t)count == sizeof(o)) {
+        if (msg != NULL && (size_t)count == sizeof(o)) {
             memcpy(&o, msg, sizeof(o));
         }
         free(msg);
         if (o.magic == RM_MAGIC) {
             pthread_mutex_lock(&rm->table_lock);
-            over_record(rm, st.MPI_SOURCE, &o);
+            over_record(rm, from, &o);
             pthread_mutex_unlock(&rm->table_lock);
         }
     }
@@ -194,30 +215,19 @@ void rm_events_drain(rig_remote *rm)
         return; /* still opening */
     }
     overs_drain(rm);
-    for (;;) {
-        int flag = 0;
-        MPI_Message m;
-        MPI_Status st;
-        if (MPI_Improbe(MPI_ANY_SOURCE, RM_TAG_EVENT, rm->comm, &flag, &m,
-                        &st) != MPI_SUCCESS ||
-            !flag) {
-            return;
-        }
-        int count = 0;
-        MPI_Get_count(&st, MPI_BYTE, &count);
-        uint8_t *msg = malloc(count > 0 ? (size_t)count : 1);
-        uint8_t dummy;
-        int rc = MPI_Mrecv(msg != NULL ? msg : &dummy, msg != NULL ? count : 0,
-                           MPI_BYTE, &m, MPI_STATUS_IGNORE);
+    bool any = true;
+    while (any) {
+        int count, from;
+        uint8_t *msg = take_msg(rm, RM_TAG_EVENT, &count, &from, &any);
         rm_event ev;
-        if (rc == MPI_SUCCESS && msg != NULL && (size_t)count >= sizeof(ev)) {
+        if (msg != NULL && (size_t)count >= sizeof(ev)) {
             memcpy(&ev, msg, sizeof(ev));
             if (ev.magic == RM_MAGIC &&
                 (size_t)count - sizeof(ev) == ev.msg_len) {
                 char *why = strndup((char *)msg + sizeof(ev), ev.msg_len);
                 if (why != NULL) {
                     pthread_mutex_lock(&rm->table_lock);
-                    crash_record(rm, st.MPI_SOURCE, ev.program, ev.launch, why);
+                    crash_record(rm, from, ev.program, ev.launch, why);
                     pthread_mutex_unlock(&rm->table_lock);
                     free(why);
                 }
