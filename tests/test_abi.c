@@ -411,19 +411,23 @@ static void test_ready_semantics(void)
  * wake starts after it (issue 13.6: the provider's state goes next). */
 typedef struct {
     _Alignas(128) uint8_t counts[RIG_COUNTS_BYTES];
-    atomic_int in_wake, wakes_after_stop, may_leave;
+    atomic_int in_wake, wakes_after_stop;
+    /* the count whose wake may return; ALL_LEAVE: every wake's */
+    atomic_uint_fast64_t may_leave;
     atomic_bool stopped;
 } slow;
+
+#define ALL_LEAVE UINT64_MAX
 
 static void slow_wake(void *self, uint64_t c)
 {
     slow *w = self;
-    (void)c;
     if (atomic_load(&w->stopped)) {
         atomic_fetch_add(&w->wakes_after_stop, 1);
     }
     atomic_fetch_add(&w->in_wake, 1);
-    while (!atomic_load(&w->may_leave)) {
+    while (atomic_load(&w->may_leave) != c &&
+           atomic_load(&w->may_leave) != ALL_LEAVE) {
         usleep(100);
     }
     atomic_fetch_sub(&w->in_wake, 1);
@@ -476,7 +480,7 @@ static void test_stop_waits_for_wake(void)
     pthread_create(&st, NULL, stop_now, &a);
     usleep(20000);
     T_TRUE(!atomic_load(&a.done)); /* a wake is in flight: stop waits */
-    atomic_store(&w.may_leave, true);
+    atomic_store(&w.may_leave, ALL_LEAVE);
     pthread_join(r, NULL);
     pthread_join(st, NULL);
     T_TRUE(atomic_load(&a.done));
@@ -490,27 +494,6 @@ static void test_stop_waits_for_wake(void)
  * the second counts itself in busy (end.c).  rig_end_stop waits for each
  * of them, whichever leaves first. */
 typedef struct {
-    _Alignas(128) uint8_t counts[RIG_COUNTS_BYTES];
-    atomic_int in_wake, wakes_after_stop;
-    atomic_uint_fast64_t may_leave; /* the count whose wake may return */
-    atomic_bool stopped;
-} slow2;
-
-static void slow2_wake(void *self, uint64_t c)
-{
-    slow2 *w = self;
-    if (atomic_load(&w->stopped)) {
-        atomic_fetch_add(&w->wakes_after_stop, 1);
-    }
-    atomic_fetch_add(&w->in_wake, 1);
-    while (atomic_load(&w->may_leave) != c &&
-           atomic_load(&w->may_leave) != UINT64_MAX) {
-        usleep(100);
-    }
-    atomic_fetch_sub(&w->in_wake, 1);
-}
-
-typedef struct {
     rig_end *e;
     uint64_t c;
 } ready2_arg;
@@ -522,25 +505,7 @@ static void *ready2_c(void *p)
     return NULL;
 }
 
-typedef struct {
-    rig_end *e;
-    slow2 *w;
-    atomic_bool done;
-} stop2_arg;
-
-static void *stop2_now(void *p)
-{
-    stop2_arg *a = p;
-    rig_end_stop(a->e);
-    if (atomic_load(&a->w->in_wake) != 0) {
-        atomic_fetch_add(&a->w->wakes_after_stop, 100);
-    }
-    atomic_store(&a->w->stopped, true);
-    atomic_store(&a->done, true);
-    return NULL;
-}
-
-static void wait_in_wake(slow2 *w, int n)
+static void wait_in_wake(slow *w, int n)
 {
     for (int i = 0; i < 200000 && atomic_load(&w->in_wake) != n; i++) {
         usleep(50);
@@ -551,10 +516,10 @@ static void wait_in_wake(slow2 *w, int n)
  * call counted in busy). */
 static void stop_waits_for_two(uint64_t first)
 {
-    slow2 w;
+    slow w;
     memset(&w, 0, sizeof(w));
     rig_end_desc d = {
-        .counts = {w.counts, sizeof(w.counts)}, .wake = slow2_wake, .self = &w};
+        .counts = {w.counts, sizeof(w.counts)}, .wake = slow_wake, .self = &w};
     rig_end *e = NULL;
     char *err = NULL;
     T_OK(rig_end_make(&d, &e, &err), err);
@@ -568,15 +533,15 @@ static void stop_waits_for_two(uint64_t first)
     pthread_create(&t2, NULL, ready2_c, &r2);
     wait_in_wake(&w, 2);
     T_EQ_U(atomic_load(&w.in_wake), 2);
-    stop2_arg a = {e, &w, false};
-    pthread_create(&st, NULL, stop2_now, &a);
+    stop_arg a = {e, &w, false};
+    pthread_create(&st, NULL, stop_now, &a);
     usleep(20000);
     T_TRUE(!atomic_load(&a.done)); /* two wakes in flight */
     atomic_store(&w.may_leave, first);
     wait_in_wake(&w, 1);
     usleep(20000);
     T_TRUE(!atomic_load(&a.done)); /* the other one still is */
-    atomic_store(&w.may_leave, UINT64_MAX);
+    atomic_store(&w.may_leave, ALL_LEAVE);
     pthread_join(t1, NULL);
     pthread_join(t2, NULL);
     pthread_join(st, NULL);
