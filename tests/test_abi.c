@@ -433,6 +433,19 @@ static void slow_wake(void *self, uint64_t c)
     atomic_fetch_sub(&w->in_wake, 1);
 }
 
+/* An end of w (zeroed here); NULL (a failed check) when it cannot be
+ * made. */
+static rig_end *slow_end(slow *w)
+{
+    memset(w, 0, sizeof(*w));
+    rig_end_desc d = {
+        .counts = {w->counts, sizeof(w->counts)}, .wake = slow_wake, .self = w};
+    rig_end *e = NULL;
+    char *err = NULL;
+    T_OK(rig_end_make(&d, &e, &err), err);
+    return e;
+}
+
 typedef struct {
     rig_end *e;
     slow *w;
@@ -462,12 +475,7 @@ static void *stop_now(void *p)
 static void test_stop_waits_for_wake(void)
 {
     slow w;
-    memset(&w, 0, sizeof(w));
-    rig_end_desc d = {
-        .counts = {w.counts, sizeof(w.counts)}, .wake = slow_wake, .self = &w};
-    rig_end *e = NULL;
-    char *err = NULL;
-    T_OK(rig_end_make(&d, &e, &err), err);
+    rig_end *e = slow_end(&w);
     if (e == NULL) {
         return;
     }
@@ -517,12 +525,7 @@ static void wait_in_wake(slow *w, int n)
 static void stop_waits_for_two(uint64_t first)
 {
     slow w;
-    memset(&w, 0, sizeof(w));
-    rig_end_desc d = {
-        .counts = {w.counts, sizeof(w.counts)}, .wake = slow_wake, .self = &w};
-    rig_end *e = NULL;
-    char *err = NULL;
-    T_OK(rig_end_make(&d, &e, &err), err);
+    rig_end *e = slow_end(&w);
     if (e == NULL) {
         return;
     }
