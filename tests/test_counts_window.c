@@ -6,6 +6,7 @@
 #include "config.h"
 
 #include "../src/abi/abi_internal.h"
+#include "../src/util/util_internal.h"
 #include "rig/remote_abi.h"
 #include "test_util.h"
 
@@ -13,15 +14,7 @@
 #include <stdalign.h>
 #include <stdatomic.h>
 #include <stdint.h>
-#include <time.h>
 #include <unistd.h>
-
-static double now_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
 
 typedef struct {
     alignas(64) uint8_t counts[RIG_COUNTS_BYTES];
@@ -116,9 +109,9 @@ typedef struct {
 static void *fail_now(void *p)
 {
     fail_arg *a = p;
-    double t0 = now_s();
+    uint64_t t0 = rig_now_ns();
     rig_count_advance(a->counts, RIG_ARRIVED_AT, RIG_COUNT_FAILED);
-    a->took = now_s() - t0;
+    a->took = (double)(rig_now_ns() - t0) * 1e-9;
     return NULL;
 }
 
