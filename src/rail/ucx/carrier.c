@@ -272,6 +272,7 @@ static void landed(rig_uend *e, uint32_t seq, uint64_t count)
     }
     if (arrived != 0) {
         rig_count_advance(e->counts, RIG_ARRIVED_AT, arrived);
+        e->ucx->moved = true;
     }
 }
 
@@ -486,6 +487,7 @@ static void batches_retire(rig_uend *e)
     }
     if (sent != 0) {
         rig_count_advance(e->counts, RIG_SENT_AT, sent);
+        e->ucx->moved = true;
         if (e->ring_full) {
             e->ring_full = false;
             handoff(e); /* a wake waited for room */

@@ -109,8 +109,14 @@ void rig_ucx_drive(void *arg)
         return; /* the progress thread or a carrier is at it */
     }
     if (u->worker != NULL) { /* NULL once the job closed */
+        /* Until nothing is left, or a count moved: the waiter looks at
+         * its count then, and drives again if it was another's.  (Across
+         * 2 hosts a ping-pong's drive made an empty epoll_wait after each
+         * message it handled: a syscall more than MPI's wait.) */
+        u->moved = false;
         for (unsigned i = 0;
-             i < DRIVE_MAX && ucp_worker_progress(u->worker) != 0; i++) {
+             i < DRIVE_MAX && !u->moved && ucp_worker_progress(u->worker) != 0;
+             i++) {
         }
     }
     rig_unlock(&u->worker_lock, UCX_LOCK_WORKER);
@@ -125,10 +131,23 @@ void rig_ucx_kick(rig_ucx *u)
 
 /* One pass over the worker, under the worker lock: whether it did
  * anything, and (when idle) whether the worker is armed for epoll. */
-static bool worker_pass(rig_ucx *u, bool *armed, bool *busy)
+static bool worker_pass(rig_ucx *u, bool standby, bool *armed, bool *busy)
 {
     bool did = false;
-    rig_lock(&u->worker_lock, UCX_LOCK_WORKER);
+    if (standby) {
+        /* A waiter drives: when it holds the lock, it is progressing the
+         * worker, and queueing for the lock would only make its unlock a
+         * futex wake and take the worker from it -- its next wake would
+         * then find the lock taken and hand its run to this thread (a
+         * wake-up in the middle of a ping-pong). */
+        if (!rig_trylock(&u->worker_lock, UCX_LOCK_WORKER)) {
+            *busy = atomic_load(&u->outstanding) != 0;
+            *armed = true; /* sleep: the waiter watches the worker */
+            return false;
+        }
+    } else {
+        rig_lock(&u->worker_lock, UCX_LOCK_WORKER);
+    }
     while (ucp_worker_progress(u->worker) != 0) {
         did = true;
     }
@@ -169,14 +188,15 @@ static void *progress_main(void *arg)
             active = rig_now_ns();
         }
         bool armed, busy;
-        if (worker_pass(u, &armed, &busy)) {
-            active = rig_now_ns();
-            continue;
-        }
         uint64_t now = rig_now_ns();
         bool standby =
             now - atomic_load_explicit(&u->driven_ns, memory_order_relaxed) <
             STANDBY_NS;
+        if (worker_pass(u, standby, &armed, &busy)) {
+            active = rig_now_ns();
+            continue;
+        }
+        now = rig_now_ns();
         if (standby == watching) {
             watching = !standby;
             efd_watch(u, watching);
