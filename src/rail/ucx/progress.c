@@ -95,6 +95,16 @@
  * auto and yield; block's waits do not drive). */
 #define STANDBY_NS 500000u
 #define STANDBY_MS 1
+/* Between waits -- a rank computing between two exchanges -- the thread
+ * stands back longer while no send of this process is in flight: what
+ * arrives meanwhile waits in the socket for the next wait's drive, as it
+ * does for MPI's next call.  Taking it at once cost the computing ranks a
+ * core: the thread woke on the message, handled it and lingered
+ * (LINGER_NS), beside the ranks on a node with no core to spare.  A
+ * send in flight ends this (its bytes must move on), a hand-off wakes the
+ * thread at once (the eventfd stays watched), and the thread still looks
+ * at the worker every STANDBY_MS. */
+#define STANDBY_IDLE_NS 20000000u
 
 void rig_ucx_drive(void *arg)
 {
@@ -189,9 +199,11 @@ static void *progress_main(void *arg)
         }
         bool armed, busy;
         uint64_t now = rig_now_ns();
+        uint64_t since =
+            now - atomic_load_explicit(&u->driven_ns, memory_order_relaxed);
         bool standby =
-            now - atomic_load_explicit(&u->driven_ns, memory_order_relaxed) <
-            STANDBY_NS;
+            since < STANDBY_NS ||
+            (since < STANDBY_IDLE_NS && atomic_load(&u->outstanding) == 0);
         if (worker_pass(u, standby, &armed, &busy)) {
             active = rig_now_ns();
             continue;
