@@ -25,7 +25,10 @@
  * receiver's own compare-and-swap, rig_count_advance: never lowered,
  * never moved off RIG_COUNT_FAILED).  Every run goes eagerly, whatever
  * its size: UCX streams the fragments down the socket and the handler
- * copies the whole message out of UCX's buffer, where a rendezvous (UCX's
+ * copies the whole message out of UCX's buffer (one fragment up to the
+ * TCP receive segment rig's context sets, 2 MiB: transport.c; forcing a
+ * rendezvous above 128 KiB read 0.35-0.5x MPI's bandwidth again, measured
+ * after waiters drove the worker), where a rendezvous (UCX's
  * choice above its threshold) costs handshakes over TCP that each wait
  * for the other side's progress thread -- measured across 2 simulated
  * hosts under load, 1 MiB runs went from 0.24x to 0.69x MPI's bandwidth
