@@ -25,7 +25,10 @@
  * receiver's own compare-and-swap, rig_count_advance: never lowered,
  * never moved off RIG_COUNT_FAILED).  Every run goes eagerly, whatever
  * its size: UCX streams the fragments down the socket and the handler
- * copies the whole message out of UCX's buffer, where a rendezvous (UCX's
+ * copies the whole message out of UCX's buffer (one fragment up to the
+ * TCP receive segment rig's context sets, 2 MiB: transport.c; forcing a
+ * rendezvous above 128 KiB read 0.35-0.5x MPI's bandwidth again, measured
+ * after waiters drove the worker), where a rendezvous (UCX's
  * choice above its threshold) costs handshakes over TCP that each wait
  * for the other side's progress thread -- measured across 2 simulated
  * hosts under load, 1 MiB runs went from 0.24x to 0.69x MPI's bandwidth
@@ -272,6 +275,7 @@ static void landed(rig_uend *e, uint32_t seq, uint64_t count)
     }
     if (arrived != 0) {
         rig_count_advance(e->counts, RIG_ARRIVED_AT, arrived);
+        e->ucx->moved = true;
     }
 }
 
@@ -486,6 +490,7 @@ static void batches_retire(rig_uend *e)
     }
     if (sent != 0) {
         rig_count_advance(e->counts, RIG_SENT_AT, sent);
+        e->ucx->moved = true;
         if (e->ring_full) {
             e->ring_full = false;
             handoff(e); /* a wake waited for room */
@@ -588,8 +593,18 @@ static void send_run(rig_uend *e, uint64_t ready)
         /* Eager at every size: see the file's comment. */
         .flags = UCP_AM_SEND_FLAG_EAGER,
     };
+    /* One piece goes as contiguous bytes: UCX tries its short protocol
+     * (no request, the header and bytes copied into one send) only then,
+     * which a ping-pong's 8 B runs take. */
+    const void *buf = b->iov;
+    size_t count = b->niov;
+    if (b->niov == 1) {
+        p.datatype = ucp_dt_make_contig(1);
+        buf = b->iov[0].buffer;
+        count = b->iov[0].length;
+    }
     ucs_status_ptr_t r = ucp_am_send_nbx(e->ep, RIG_AM_RUN, &b->hdr,
-                                         sizeof(b->hdr), b->iov, b->niov, &p);
+                                         sizeof(b->hdr), buf, count, &p);
     e->tx_seq++;
     e->next_run = run;
     e->next_j = j;

@@ -95,6 +95,16 @@
  * auto and yield; block's waits do not drive). */
 #define STANDBY_NS 500000u
 #define STANDBY_MS 1
+/* Between waits -- a rank computing between two exchanges -- the thread
+ * stands back longer while no send of this process is in flight: what
+ * arrives meanwhile waits in the socket for the next wait's drive, as it
+ * does for MPI's next call.  Taking it at once cost the computing ranks a
+ * core: the thread woke on the message, handled it and lingered
+ * (LINGER_NS), beside the ranks on a node with no core to spare.  A
+ * send in flight ends this (its bytes must move on), a hand-off wakes the
+ * thread at once (the eventfd stays watched), and the thread still looks
+ * at the worker every STANDBY_MS. */
+#define STANDBY_IDLE_NS 20000000u
 
 void rig_ucx_drive(void *arg)
 {
@@ -109,8 +119,14 @@ void rig_ucx_drive(void *arg)
         return; /* the progress thread or a carrier is at it */
     }
     if (u->worker != NULL) { /* NULL once the job closed */
+        /* Until nothing is left, or a count moved: the waiter looks at
+         * its count then, and drives again if it was another's.  (Across
+         * 2 hosts a ping-pong's drive made an empty epoll_wait after each
+         * message it handled: a syscall more than MPI's wait.) */
+        u->moved = false;
         for (unsigned i = 0;
-             i < DRIVE_MAX && ucp_worker_progress(u->worker) != 0; i++) {
+             i < DRIVE_MAX && !u->moved && ucp_worker_progress(u->worker) != 0;
+             i++) {
         }
     }
     rig_unlock(&u->worker_lock, UCX_LOCK_WORKER);
@@ -125,10 +141,23 @@ void rig_ucx_kick(rig_ucx *u)
 
 /* One pass over the worker, under the worker lock: whether it did
  * anything, and (when idle) whether the worker is armed for epoll. */
-static bool worker_pass(rig_ucx *u, bool *armed, bool *busy)
+static bool worker_pass(rig_ucx *u, bool standby, bool *armed, bool *busy)
 {
     bool did = false;
-    rig_lock(&u->worker_lock, UCX_LOCK_WORKER);
+    if (standby) {
+        /* A waiter drives: when it holds the lock, it is progressing the
+         * worker, and queueing for the lock would only make its unlock a
+         * futex wake and take the worker from it -- its next wake would
+         * then find the lock taken and hand its run to this thread (a
+         * wake-up in the middle of a ping-pong). */
+        if (!rig_trylock(&u->worker_lock, UCX_LOCK_WORKER)) {
+            *busy = atomic_load(&u->outstanding) != 0;
+            *armed = true; /* sleep: the waiter watches the worker */
+            return false;
+        }
+    } else {
+        rig_lock(&u->worker_lock, UCX_LOCK_WORKER);
+    }
     while (ucp_worker_progress(u->worker) != 0) {
         did = true;
     }
@@ -149,7 +178,7 @@ static bool worker_pass(rig_ucx *u, bool *armed, bool *busy)
 static void take_told(rig_ucx *u)
 {
     bool armed, busy;
-    worker_pass(u, &armed, &busy);
+    worker_pass(u, false, &armed, &busy); /* takes the lock: must see all */
     if (rig_fail_progress(u)) {
         rig_ucx_eps_drop_left(u);
     }
@@ -181,14 +210,17 @@ static void *progress_main(void *arg)
             active = rig_now_ns();
         }
         bool armed, busy;
-        if (worker_pass(u, &armed, &busy)) {
+        uint64_t now = rig_now_ns();
+        uint64_t since =
+            now - atomic_load_explicit(&u->driven_ns, memory_order_relaxed);
+        bool standby =
+            since < STANDBY_NS ||
+            (since < STANDBY_IDLE_NS && atomic_load(&u->outstanding) == 0);
+        if (worker_pass(u, standby, &armed, &busy)) {
             active = rig_now_ns();
             continue;
         }
-        uint64_t now = rig_now_ns();
-        bool standby =
-            now - atomic_load_explicit(&u->driven_ns, memory_order_relaxed) <
-            STANDBY_NS;
+        now = rig_now_ns();
         if (standby == watching) {
             watching = !standby;
             efd_watch(u, watching);

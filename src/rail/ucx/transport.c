@@ -103,6 +103,10 @@ bool rig_ucx_config_set(ucp_config_t *cfg, const char *name, const char *value,
 
 /* ---- context and worker -------------------------------------------------- */
 
+/* UCX_TCP_RX_SEG_SIZE on rig's context (context_make says why): a run of
+ * up to about this many bytes crosses TCP as one message. */
+#define RIG_UCX_TCP_SEG "2M"
+
 static bool context_make(int size, uint64_t keepalive_ms, ucp_context_h *out,
                          char **err)
 {
@@ -129,7 +133,20 @@ static bool context_make(int size, uint64_t keepalive_ms, ucp_context_h *out,
     static const char *const sm_vars[] = {"UCX_SYSV_ERROR_HANDLING",
                                           "UCX_POSIX_ERROR_HANDLING",
                                           "UCX_MM_ERROR_HANDLING", NULL};
+    /* TCP's receive segment: the largest active message UCX's TCP
+     * interface lands in one piece (its am_zcopy limit).  A larger one
+     * comes in fragments, which UCP copies into a buffer of the whole
+     * message before the handler sees it, and the handler copies it again
+     * into the inbound copy (carrier.c): at the default 64 KiB a 1 MiB run
+     * was copied twice after the kernel's copy, and across 2 simulated
+     * hosts read 0.79-0.90x MPI's best bandwidth where 2 MiB read
+     * 0.97-1.15x, interleaved on one loaded machine.  A buffer is taken
+     * per message being received and given back when it landed. */
+    static const char *const tcp[] = {"tcp", NULL};
+    static const char *const seg_vars[] = {"UCX_TCP_RX_SEG_SIZE", NULL};
     if (!rig_ucx_config_set(cfg, "MM_ERROR_HANDLING", "y", sm_vars, sm, err) ||
+        !rig_ucx_config_set(cfg, "RX_SEG_SIZE", RIG_UCX_TCP_SEG, seg_vars, tcp,
+                            err) ||
         !rig_fail_config(cfg, keepalive_ms, err)) {
         ucp_config_release(cfg);
         return false;

@@ -245,6 +245,11 @@ struct rig_ucx {
     /* When a waiter last drove the worker (rig_ucx_drive): the thread
      * stands back meanwhile. */
     _Atomic uint64_t driven_ns;
+    /* A count moved inside ucp_worker_progress (a run landed, a send
+     * completed): rig_ucx_drive stops there, so that its waiter looks at
+     * its count without a further, empty progress call (a syscall).
+     * Under the worker lock. */
+    bool moved;
 };
 
 static inline rig_ucx *rig_ucx_of(rig_transport *t)
