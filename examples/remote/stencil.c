@@ -160,6 +160,39 @@ static long differs(const double *ref, const options *o, uint32_t row0,
 /* ---- over rails ------------------------------------------------------------
  */
 
+/* The naps of both runs' waits for the rows (rank 0 has nothing else to
+ * do meanwhile, and on a node with fewer cores than processes its waiting
+ * must not take a core from the blocks): a look, 4096 looks, then a look
+ * every NAP_NS.  Both runs wait alike, or the ratio would compare waits. */
+#define NAP_SPINS 4096u
+#define NAP_NS 50000L
+
+static void nap(uint32_t spins)
+{
+    if (spins > NAP_SPINS) {
+        struct timespec ts = {0, NAP_NS};
+        nanosleep(&ts, NULL);
+    }
+}
+
+/* Waits for run c of the block on e to arrive, as the MPI run waits for
+ * its rows (wait_all): each look a wait with no time (it drives the
+ * rail's transport, as MPI_Testall progresses MPI's); false when the rail
+ * failed. */
+static bool wait_rows(const rig_end *e, uint64_t c)
+{
+    for (uint32_t spins = 0;; spins++) {
+        bool timed_out = false;
+        if (rig_end_wait_arrived_for(e, c, 0, &timed_out)) {
+            return true;
+        }
+        if (!timed_out) {
+            return false;
+        }
+        nap(spins);
+    }
+}
+
 /* The controller's runs: medians of us/step into *us; false when a grid
  * differed. */
 static bool controller(rig_remote *rm, const options *o, const double *ref,
@@ -241,7 +274,7 @@ static bool controller(rig_remote *rm, const options *o, const double *ref,
             rig_end_ready(e, rep + 1);
         }
         for (uint32_t k = 1; k <= agents; k++) {
-            if (!rig_end_wait_arrived(rig_rail_local(results[k]), rep + 1)) {
+            if (!wait_rows(rig_rail_local(results[k]), rep + 1)) {
                 die("waiting for a block", strdup("failed: the rail failed"));
             }
         }
@@ -326,8 +359,7 @@ static void mpi_block(MPI_Comm work, const options *o)
     free(b);
 }
 
-/* Waits for reqs as the controller waits for its rails: a test, then
- * short naps. */
+/* Waits for reqs as the controller waits for its rows (wait_rows). */
 static void wait_all(int n, MPI_Request *reqs)
 {
     int flag = 0;
@@ -336,10 +368,7 @@ static void wait_all(int n, MPI_Request *reqs)
         if (flag) {
             return;
         }
-        if (spins > 4096) {
-            struct timespec ts = {0, 50000};
-            nanosleep(&ts, NULL);
-        }
+        nap(spins);
     }
 }
 
