@@ -75,6 +75,7 @@ benchmarks_rig_wait_cost_LDFLAGS = $(RIG_LDFLAGS)
 RIG_OSU_RUN = rig_osu_run
 endif
 dist_noinst_SCRIPTS += benchmarks/run.sh benchmarks/multihost.sh
+EXTRA_DIST += benchmarks/machine.sh
 # run.sh beside the programs (a build without MPI has none), and its
 # multi-host mode (rig_osu_run --hosts 2) in multihost/ with the bed it
 # sources (mpi_tests/multihost: hosts.sh, and agent.sh that mpirun runs).
@@ -86,6 +87,9 @@ install-rig-osu-run:
 	  echo " $(INSTALL_SCRIPT) run.sh $(pkglibexecdir)/$(RIG_OSU_RUN)" && \
 	  $(INSTALL_SCRIPT) $(srcdir)/benchmarks/run.sh \
 	    '$(DESTDIR)$(pkglibexecdir)/$(RIG_OSU_RUN)' && \
+	  echo " $(INSTALL_DATA) machine.sh $(pkglibexecdir)" && \
+	  $(INSTALL_DATA) $(srcdir)/benchmarks/machine.sh \
+	    '$(DESTDIR)$(pkglibexecdir)' && \
 	  echo " $(INSTALL_SCRIPT) multihost.sh agent.sh hosts.sh $(pkglibexecdir)/multihost" && \
 	  $(INSTALL_SCRIPT) $(srcdir)/benchmarks/multihost.sh \
 	    $(srcdir)/mpi_tests/multihost/agent.sh \
@@ -94,6 +98,7 @@ install-rig-osu-run:
 	    '$(DESTDIR)$(pkglibexecdir)/multihost'; fi
 uninstall-rig-osu-run:
 	rm -f '$(DESTDIR)$(pkglibexecdir)/rig_osu_run' \
+	  '$(DESTDIR)$(pkglibexecdir)/machine.sh' \
 	  '$(DESTDIR)$(pkglibexecdir)/multihost/multihost.sh' \
 	  '$(DESTDIR)$(pkglibexecdir)/multihost/agent.sh' \
 	  '$(DESTDIR)$(pkglibexecdir)/multihost/hosts.sh'

@@ -69,6 +69,19 @@ done
 
 # shellcheck source=../mpi_tests/multihost/hosts.sh
 . "$bed/hosts.sh"
+# The results file's machine section, run.sh's (beside it, or one folder
+# up when installed).
+for m in "$here/machine.sh" "$here/../machine.sh" ""; do
+    if [ -z "$m" ]; then
+        echo "multihost.sh: missing: machine.sh (beside $0 or one folder up)" >&2
+        exit 1
+    fi
+    if [ -r "$m" ]; then
+        # shellcheck source=machine.sh
+        . "$m"
+        break
+    fi
+done
 if ! why=$(mh_check); then
     echo "multihost.sh: skipped: simulated hosts: $why" >&2
     exit 77
@@ -396,22 +409,8 @@ fi
         echo '```'
     done
     echo
-    echo "## Machine"
-    echo
-    echo '```'
-    lscpu | grep -E '^(Model name|CPU\(s\)|NUMA node\(s\)|Hypervisor)' || true
-    echo "memory: $(awk '/MemTotal/ { printf "%.1f GiB", $2 / 1048576 }' /proc/meminfo)"
-    echo "kernel: $(uname -r)"
-    echo "MPI: $("${MPIRUN:-mpirun}" --version 2>/dev/null | head -n1)"
-    echo "UCX: $(ucx_info -v 2>/dev/null | head -n1 | sed 's/^# //')"
-    echo "link: veth pairs on a Linux bridge, MTU $(ip -n "${MH_HOSTS%% *}" -o link show eth0 | sed -n 's/.* mtu \([0-9]*\).*/\1/p')"
-    echo '```'
-    echo
-    echo "rig_info:"
-    echo
-    echo '```'
-    "$rig_info" 2>&1 || true
-    echo '```'
+    rig_machine "$rig_info" \
+        "link: veth pairs on a Linux bridge, MTU $(ip -n "${MH_HOSTS%% *}" -o link show eth0 | sed -n 's/.* mtu \([0-9]*\).*/\1/p')"
 } >"$md"
 
 echo

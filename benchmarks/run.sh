@@ -27,6 +27,9 @@ set -euo pipefail
 # then go to ./rig-results unless RESULTS_DIR says otherwise); else the
 # quick start's build tree.
 here=$(cd "$(dirname "$0")" && pwd)
+# The results file's machine section, shared with multihost.sh.
+# shellcheck source=machine.sh
+. "$here/machine.sh"
 # The multi-host mode is multihost.sh's: one copy of that suite.
 hosts=${RIG_BENCH_HOSTS:-}
 args=()
@@ -549,21 +552,7 @@ plot "$tmp/stencil4.dat" "$results/$name-stencil4.png" \
         echo '```'
     done
     echo
-    echo "## Machine"
-    echo
-    echo '```'
-    lscpu | grep -E '^(Architecture|Model name|CPU\(s\)|Thread|Core|Socket|NUMA node\(s\)|L1d|L2|L3|Hypervisor)' || true
-    echo "memory: $(awk '/MemTotal/ { printf "%.1f GiB", $2 / 1048576 }' /proc/meminfo)"
-    echo "kernel: $(uname -r)"
-    echo "MPI: $("${MPIRUN:-mpirun}" --version 2>/dev/null | head -n1)"
-    echo "UCX: $(ucx_info -v 2>/dev/null | head -n1 | sed 's/^# //')"
-    echo '```'
-    echo
-    echo "rig_info:"
-    echo
-    echo '```'
-    "$rig_info" 2>&1 || true
-    echo '```'
+    rig_machine "$rig_info"
 } >"$md"
 
 echo
