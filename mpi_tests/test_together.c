@@ -508,21 +508,57 @@ static void test_bad(void)
 
 /* ---- a death during the call --------------------------------------------- */
 
-static uint64_t announce(int victim, uint64_t delay_ns)
+/* The death's time, announced by the victim once every other rank is
+ * about to enter its call: each survivor tells the victim the time it
+ * enters (enter_ns, taken before its word leaves) and takes the victim's
+ * time after its own call returned (the receive is posted before, so the
+ * word lands while the call drives MPI).  The victim dies delay_ns after
+ * it heard from the last survivor: so every survivor is inside its call
+ * when the death comes however late the machine's load let it get there
+ * -- an announced time that a loaded survivor reached after the death
+ * made the check that it was inside fail (a survivor may well be 20 ms
+ * late under load), and a death before the call is another case. */
+#define TAG_ENTER 4344
+
+static uint64_t victim_time(int victim, uint64_t delay_ns)
 {
-    uint64_t t = 0;
-    if (me == victim) {
-        t = now_ns() + delay_ns;
-        for (int r = 0; r < size; r++) {
-            if (r != victim) {
-                MPI_Send(&t, 1, MPI_UINT64_T, r, TAG_TIME, MPI_COMM_WORLD);
-            }
+    for (int r = 0; r < size; r++) {
+        if (r != victim) {
+            uint64_t entered = 0;
+            MPI_Recv(&entered, 1, MPI_UINT64_T, r, TAG_ENTER, MPI_COMM_WORLD,
+                     MPI_STATUS_IGNORE);
         }
-    } else {
-        MPI_Recv(&t, 1, MPI_UINT64_T, victim, TAG_TIME, MPI_COMM_WORLD,
-                 MPI_STATUS_IGNORE);
+    }
+    uint64_t t = now_ns() + delay_ns;
+    for (int r = 0; r < size; r++) {
+        if (r != victim) {
+            MPI_Send(&t, 1, MPI_UINT64_T, r, TAG_TIME, MPI_COMM_WORLD);
+        }
     }
     return t;
+}
+
+static void survivor_enters(int victim, uint64_t enter_ns, uint64_t *t,
+                            MPI_Request *req)
+{
+    MPI_Irecv(t, 1, MPI_UINT64_T, victim, TAG_TIME, MPI_COMM_WORLD, req);
+    MPI_Send(&enter_ns, 1, MPI_UINT64_T, victim, TAG_ENTER, MPI_COMM_WORLD);
+}
+
+/* The victim's time, sent before it died (a hang guard of 10 s). */
+static uint64_t survivor_time(uint64_t *t, MPI_Request *req)
+{
+    int done = 0;
+    uint64_t until = now_ns() + 10000000000u;
+    while (MPI_Test(req, &done, MPI_STATUS_IGNORE) == MPI_SUCCESS && !done &&
+           now_ns() < until) {
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+    }
+    if (!done) {
+        T_FAIL("no death time from rank 2");
+    }
+    return *t;
 }
 
 static void die_at(uint64_t t)
@@ -569,8 +605,8 @@ static void test_kill(bool during, int per_pair, int first_pair)
     static rig_job_rail_request q[MAX_EDGES];
     static rig_rail *rails[MAX_EDGES];
     size_t n = all_pairs(q, per_pair, first_pair);
-    uint64_t t_kill = announce(2, during ? 20000000u : 200000000u);
     if (me == 2) {
+        uint64_t t_kill = victim_time(2, during ? 20000000u : 200000000u);
         if (!during) {
             die_at(t_kill);
         }
@@ -580,10 +616,14 @@ static void test_kill(bool during, int per_pair, int first_pair)
         die_at(t_kill); /* the call ended first: die anyway */
     }
     char *msg = NULL;
+    uint64_t t_kill = 0;
+    MPI_Request req;
     uint64_t t0 = now_ns();
+    survivor_enters(2, t0, &t_kill, &req);
     T_ERR(rig_job_rails(job, q, n, rails, &t_err), "failed:", "rank 2 died",
           &msg);
     uint64_t t1 = now_ns();
+    t_kill = survivor_time(&t_kill, &req);
     T_ASSERT(t0 < t_kill); /* it was inside the call when the death came */
     double ms = ms_since(t_kill, t1);
     printf("UNBLOCK %s rank %d: rig_job_rails failed %.1f ms after the death "
