@@ -3,7 +3,9 @@
 # The racy cases of never-hang (issue 13), each run many times: a death
 # while a survivor closes, a death beside rails that do not reach the
 # dead rank, a failure raised while a peer carries, a death at any point
-# of rig_job_rails over MPI RMA.  Run by CI; by hand:
+# of rig_job_rails over MPI RMA and UCX, a program's crash beside the
+# controller's waits (how many runs it takes with it), an agent's death
+# while the controller makes rails.  Run by CI; by hand:
 #
 #   sh mpi_tests/failure/repeat.sh BUILDDIR [REPEATS [PARALLEL]]
 #
@@ -36,7 +38,10 @@ hang_before_rail_np2
 hang_lower_np2:--lower 2
 hang_lower_mpi_np2:--lower 2
 hang_lower_puts_np2:--lower 2
-../together_kill_during_mpi_np3"
+../together_kill_during_mpi_np3
+../together_kill_during_np3
+../remote/rails_crash_ctl_np3
+../remote/rails_kill_make_np3"
 
 echo "$cases" | while IFS=: read -r path args; do
     name=$(basename "$path")
