@@ -774,8 +774,11 @@ int main(int argc, char **argv)
             }
             qsort(tmp, (size_t)rounds, sizeof(double), cmp_double);
             ratio[i] = tmp[rounds / 2];
-            qsort(res[i], (size_t)rounds, sizeof(double), cmp_double);
-            median[i] = res[i][rounds / 2];
+            /* A copy: res[0] (rig's rounds) must stay in round order for
+             * the pairs of the methods after it. */
+            memcpy(tmp, res[i], (size_t)rounds * sizeof(double));
+            qsort(tmp, (size_t)rounds, sizeof(double), cmp_double);
+            median[i] = tmp[rounds / 2];
             if (all_methods[i].mpi &&
                 (best < 0 || (want[0] ? ratio[i] < ratio[best]
                                       : median[i] > median[best]))) {
