@@ -18,7 +18,8 @@
 # and plots; its settings are in its header (QUICK=1, PML, ROUNDS too).
 # Settings: RESULTS_DIR (default benchmarks/results), MPIRUN (default
 # mpirun), QUICK=1 (fewer iterations, one round: a smoke run, not for
-# the record), BW_ROUNDS (rounds of bw, bibw and mr, default 5), OSU_DIR (OSU Micro-Benchmarks: an install prefix, a build tree or the
+# the record), BW_ROUNDS (rounds of bw, default 5), SIDE_ROUNDS (of
+# bibw, mr and bw1, default 3), OSU_DIR (OSU Micro-Benchmarks: an install prefix, a build tree or the
 # folder of osu_latency and osu_bw; unset: not compared).
 set -euo pipefail
 
@@ -103,15 +104,19 @@ mpi4=("${MPIRUN:-mpirun}" --oversubscribe --allow-run-as-root -np 4
 
 quick=()
 squick=()
-# Rounds of the bandwidth and message-rate tests: every size measured in
-# 5 rounds, the methods interleaved in each (alternating order), each
-# method's median printed: one measurement of a size lasts milliseconds,
-# and this VM's memory bandwidth drifts more than that between two.
+# Rounds of the bandwidth tests: every size measured in rounds, the
+# methods interleaved in each (alternating order), each method's median
+# printed: one measurement of a size lasts milliseconds, and this VM's
+# memory bandwidth drifts more than that between two.  5 for bw, whose
+# ratios are targets; 3 for bibw, mr and bw1 (OSU's own runs 3 times),
+# which keeps the suite near 4 minutes.
 brounds=(-r "${BW_ROUNDS:-5}")
+orounds=(-r "${SIDE_ROUNDS:-3}")
 if [ "${QUICK:-0}" = 1 ]; then
     quick=(-i 200 -x 20)
     squick=(-r 1 -i 20)
     brounds=(-r 1)
+    orounds=(-r 1)
 fi
 
 stamp=$(date +%Y-%m-%d)
@@ -157,13 +162,13 @@ busy=$(top -bn1 | awk 'NR > 7 && $9 + 0 >= 20 { printf "%s%s (%s%% CPU)", sep, $
 t0=$(date +%s)
 run latency -b all -r 5 "${quick[@]}"
 run bw -b all "${brounds[@]}" "${quick[@]}"
-run bibw -b all "${brounds[@]}" "${quick[@]}"
-run mr -b all "${brounds[@]}" "${quick[@]}"
+run bibw -b all "${orounds[@]}" "${quick[@]}"
+run mr -b all "${orounds[@]}" "${quick[@]}"
 run multi -b rig,mpi "${quick[@]}"
 run ready
 # MPI with OSU's footprint (one buffer each way), beside OSU's own.
 run_as latency1 "${mpi[@]}" "$bin/rig_osu_latency" -b mpi -B 1 -r 5 "${quick[@]}"
-run_as bw1 "${mpi[@]}" "$bin/rig_osu_bw" -b mpi -B 1 "${brounds[@]}" "${quick[@]}"
+run_as bw1 "${mpi[@]}" "$bin/rig_osu_bw" -b mpi -B 1 "${orounds[@]}" "${quick[@]}"
 if [ -n "$osu_lat" ]; then
     # Three runs each, interleaved: the results take the median per size.
     for k in 1 2 3; do
@@ -458,7 +463,7 @@ plot "$tmp/stencil4.dat" "$results/$name-stencil4.png" \
     echo "Each size is measured in rounds, every method once a round, in"
     echo "alternating order (forwards, then backwards), and each value is"
     echo "the median of its method's rounds: $(rounds_of "$tmp/latency.txt")"
-    echo "rounds for latency, $bw_rounds for bandwidth, bi-directional"
+    echo "rounds for latency, $bw_rounds for bandwidth, $(rounds_of "$tmp/bibw.txt") for bi-directional"
     echo "bandwidth and message rate (the \`# Rounds\` line of each table)."
     echo "Every baseline keeps a rail's footprint, 2 copies of each message"
     echo "of a run per direction (\`-B 1\`: OSU's one buffer), and is checked"
@@ -542,7 +547,8 @@ plot "$tmp/stencil4.dat" "$results/$name-stencil4.png" \
         echo "OSU's \`osu_latency\` and \`osu_bw\` ($(sed -n 's/^# OSU MPI Latency Test /OSU /p' "$tmp/osu_latency.1.txt" | head -n1), \`$osu_lat\`)"
         echo "on the same \`mpirun\` line (the median of 3 runs), beside this"
         echo "suite's \`mpi\` method with OSU's footprint (\`-B 1\`: one buffer"
-        echo "each way, the median of 5 rounds for latency) and with a rail's (2"
+        echo "each way, the median of $(rounds_of "$tmp/latency1.txt") rounds for latency, of $(rounds_of "$tmp/bw1.txt") for"
+        echo "bandwidth) and with a rail's (2"
         echo "copies, the tables above); agreement within 10% expected for the"
         echo "first, on a quiet machine: OSU's own spread over its 3 runs says"
         echo "how much of a difference the machine's noise explains."
