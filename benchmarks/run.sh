@@ -287,7 +287,9 @@ for s in 65536 131072 262144 524288 1048576 2097152 4194304; do
     rm_=$(ratio "$r" "$m")
     pu=$(paired "$tmp/bw.txt" $s ucx)
     bw_rows+="| $s | $r | $u | $m | $ru | ${pu:--} | $rm_ |"$'\n'
-    bw_worst_ucx=$(printf '%s\n%s\n' "$bw_worst_ucx" "$ru" | grep -v '^$' | sort -g | head -n1)
+    # The target takes the paired ratio where there are rounds to pair:
+    # the ratio of two medians still carries the drift between rounds.
+    bw_worst_ucx=$(printf '%s\n%s\n' "$bw_worst_ucx" "${pu:-$ru}" | grep -v '^$' | sort -g | head -n1)
     bw_worst_mpi=$(printf '%s\n%s\n' "$bw_worst_mpi" "$rm_" | grep -v '^$' | sort -g | head -n1)
 done
 
@@ -462,9 +464,9 @@ plot "$tmp/stencil4.dat" "$results/$name-stencil4.png" \
     echo "one per core; the stencil also at 4 ranks on the same cores."
     echo "Each size is measured in rounds, every method once a round, in"
     echo "alternating order (forwards, then backwards), and each value is"
-    echo "the median of its method's rounds: $(rounds_of "$tmp/latency.txt")"
-    echo "rounds for latency, $bw_rounds for bandwidth, $(rounds_of "$tmp/bibw.txt") for bi-directional"
-    echo "bandwidth and message rate (the \`# Rounds\` line of each table)."
+    echo "the median of its method's rounds ($(rounds_of "$tmp/latency.txt") for latency, $bw_rounds for"
+    echo "bandwidth, $(rounds_of "$tmp/bibw.txt") for bi-directional bandwidth and message"
+    echo "rate: the \`# Rounds\` line of each table)."
     echo "Every baseline keeps a rail's footprint, 2 copies of each message"
     echo "of a run per direction (\`-B 1\`: OSU's one buffer), and is checked"
     echo "as rig is. Load average before: $load_before; after:"
@@ -485,7 +487,7 @@ plot "$tmp/stencil4.dat" "$results/$name-stencil4.png" \
     echo "|---|---|---|"
     echo "| 8 B rail latency <= 1.2 x floor | rig $rig8 ns, floor $floor8 ns: $r_floor (floor2, the count in a line of its own as in a rig end: $floor28 ns, rig/floor2 $r_floor2) | $(holds "$r_floor" "<=" 1.2) |"
     echo "| 8 B rail latency <= 0.85 x MPI_Send/MPI_Recv | rig $rig8 ns, mpi $mpi8 ns: $r_mpi | $(holds "$r_mpi" "<=" 0.85) |"
-    echo "| bandwidth 64 KiB..4 MiB >= 0.9 x raw UCX | worst ratio $bw_worst_ucx | $(holds "$bw_worst_ucx" ">=" 0.9) |"
+    echo "| bandwidth 64 KiB..4 MiB >= 0.9 x raw UCX | worst ratio $bw_worst_ucx ($([ "$bw_rounds" -gt 1 ] && echo "paired by round, $bw_rounds rounds" || echo "one round")) | $(holds "$bw_worst_ucx" ">=" 0.9) |"
     echo "| bandwidth 64 KiB..4 MiB >= 1.2 x MPI's best | worst ratio $bw_worst_mpi | $(holds "$bw_worst_mpi" ">=" 1.2) |"
     echo "| 64 transfers per run <= 3 x one transfer of the same size | $m64 us vs $m64one us: $r_multi | $(holds "$r_multi" "<=" 3) |"
     echo "| 1,024 rails open <= 1.2 x one | $rails1024 us vs $rails1 us: $r_rails (round-robin over all 1,024: $rr1024 us) | $(holds "$r_rails" "<=" 1.2) |"
@@ -497,7 +499,8 @@ plot "$tmp/stencil4.dat" "$results/$name-stencil4.png" \
     echo "size, every method measured once a round, in alternating order"
     echo "(rig, ucx, rig_mpi, mpi, persistent, put, then backwards); rig/ucx"
     echo "is the ratio of the medians, *paired* the median over rounds of"
-    echo "rig/ucx within a round (drift between rounds taken out)."
+    echo "rig/ucx within a round (drift between rounds taken out; the"
+    echo "target above takes this one)."
     echo
     echo "| size | rig | ucx | MPI best | rig/ucx | rig/ucx paired | rig/MPI |"
     echo "|---|---|---|---|---|---|---|"
