@@ -15,10 +15,13 @@ const char *bench_prog = "rig_osu";
 bool bench_pingpong = false;
 int bench_copies = 2;
 
-/* Every method, rig first: the order of the columns. */
+/* Every method, rig first: the order of the columns and of the
+ * measurements in a round.  Next to rig come the methods its targets
+ * compare it with most closely (the floors for latency, raw UCX for
+ * bandwidth), so that a pair is measured moments apart in every round. */
 static const bench_method *const all_methods[] = {
-    &bench_rig, &bench_rig_mpi,    &bench_floor, &bench_floor2,
-    &bench_mpi, &bench_persistent, &bench_put,   &bench_ucx,
+    &bench_rig,     &bench_floor, &bench_floor2,     &bench_ucx,
+    &bench_rig_mpi, &bench_mpi,   &bench_persistent, &bench_put,
 };
 #define NALL (sizeof(all_methods) / sizeof(all_methods[0]))
 
@@ -70,13 +73,16 @@ static void usage(FILE *f)
             "only)\n"
             "               default: rig, the best baseline and their "
             "ratio\n"
-            "  -r N         repeat each measurement N times, keep the "
-            "median\n"
+            "  -r N         measure each size in N rounds (1 to %d), "
+            "the methods\n"
+            "               interleaved in each, in alternating order; "
+            "print\n"
+            "               each method's median\n"
             "  -B N         copies of each message the baselines keep per\n"
             "               direction: 2 (a rail's footprint, default) or 1\n"
             "               (OSU's one buffer)\n"
             "  -h           this help\n",
-            bench_prog);
+            bench_prog, BENCH_MAX_ROUNDS);
 }
 
 static bool parse_size(const char *s, size_t *out)
@@ -209,8 +215,9 @@ void bench_init(int *argc, char ***argv, bench_opts *o, size_t def_min,
             }
             break;
         case 'r':
-            if ((o->rounds = parse_int(optarg, 1)) < 0) {
-                bad_option("-r wants a positive number");
+            if ((o->rounds = parse_int(optarg, 1)) < 0 ||
+                o->rounds > BENCH_MAX_ROUNDS) {
+                bad_option("-r wants a number from 1 to 64");
             }
             break;
         case 'B':
@@ -390,6 +397,15 @@ void bench_print_header(const bench_opts *o, const char *title, bench_unit unit,
            bench_copies, bench_copies == 1 ? "y" : "ies",
            bench_copies == 1 ? "OSU's one buffer, -B 1"
                              : "a rail's two copies; -B 1 for OSU's one");
+    if (o->rounds > 1) {
+        printf("# Rounds: %d per size, every method in each, in alternating "
+               "order (the order above, then backwards); each value is the "
+               "median of its method's %d rounds\n",
+               o->rounds, o->rounds);
+    } else {
+        printf("# Rounds: 1 per size (-r N: N rounds, methods interleaved, "
+               "medians)\n");
+    }
     const char *stats[] = {"min", "max", "p50", "p99"};
     if (!o->all) {
         if (unit == BENCH_LATENCY) {

@@ -101,6 +101,8 @@ typedef enum {
 #define BENCH_MAX_METHODS 8
 /* The most messages in flight in one direction (-W). */
 #define BENCH_MAX_WINDOW 256
+/* The most rounds of each measurement (-r). */
+#define BENCH_MAX_ROUNDS 64
 
 /* The options of every benchmark (OSU's, plus -b and -r). */
 typedef struct {
@@ -110,7 +112,8 @@ typedef struct {
     int window;                /* -W window size (bw, bibw, mr) */
     bool full;                 /* -f: min, max, p50, p99 columns */
     bool all;                  /* -b given: print every selected method */
-    int rounds;                /* -r: repeat each measurement, keep median */
+    int rounds;                /* -r: rounds of each measurement, methods
+                                * interleaved; the median is kept */
     int copies;                /* -B: bench_copies */
     const bench_method *methods[BENCH_MAX_METHODS];
     void *state[BENCH_MAX_METHODS];
@@ -153,9 +156,10 @@ double bench_now(void);
 /* Fills *r from samples[0..n) (any order) and total seconds / scale. */
 void bench_summarize(bench_result *r, double *samples, int n, double avg);
 
-/* Prints the header (title, then the column names) and the row of one
- * size.  Default: the first method (rig), the best baseline, their ratio
- * and the baseline's name; -b: every method. */
+/* Prints the header (title, the methods, the footprint, the rounds, then
+ * the column names) and the row of one size.  Default: the first method
+ * (rig), the best baseline, their ratio and the baseline's name; -b: every
+ * method. */
 void bench_print_header(const bench_opts *o, const char *title, bench_unit unit,
                         const char *first_col);
 void bench_print_row(const bench_opts *o, bench_unit unit, size_t key,

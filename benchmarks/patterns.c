@@ -160,6 +160,22 @@ bench_result bench_stream(const bench_method *m, void *st, size_t size,
     return r;
 }
 
+/* The median of q[0..n) (sorts it; for an even n the upper middle, as
+ * bench_median_of). */
+static double bench_median(double *q, int n)
+{
+    for (int i = 1; i < n; i++) {
+        double x = q[i];
+        int j = i - 1;
+        while (j >= 0 && q[j] > x) {
+            q[j + 1] = q[j];
+            j--;
+        }
+        q[j + 1] = x;
+    }
+    return q[n / 2];
+}
+
 bench_result bench_median_of(bench_result *rounds, int n)
 {
     /* Insertion sort by avg: n is small. */
@@ -175,22 +191,45 @@ bench_result bench_median_of(bench_result *rounds, int n)
     return rounds[n / 2];
 }
 
-/* Measures every method at one key, rounds times interleaved. */
+/* Measures every method at one key in o->rounds rounds, each round every
+ * method once, forwards in even rounds and backwards in odd ones: a
+ * machine whose speed drifts (this VM's memory bandwidth moves within
+ * milliseconds) then slows every method alike on average, and no method
+ * always runs first after the setup or after a given other.  res[i]: the
+ * round of method i with the median average.  paired[i]: the median over
+ * rounds of rig's average over method i's in the same round (rig is
+ * methods[0]; 0 when rig is not, or i's size is out of range), the ratio
+ * with the drift between rounds taken out. */
 static void sweep_one(const bench_opts *o, size_t size, bench_result *res,
+                      double *paired,
                       bench_result (*measure)(const bench_method *m, void *st,
                                               size_t size, const void *arg),
                       const void *arg)
 {
-    bench_result rounds[BENCH_MAX_METHODS][16];
-    int nr = o->rounds < 16 ? o->rounds : 16;
+    static bench_result rounds[BENCH_MAX_METHODS][BENCH_MAX_ROUNDS];
+    int nr = o->rounds;
     for (int r = 0; r < nr; r++) {
-        for (int i = 0; i < o->nmethods; i++) {
+        for (int k = 0; k < o->nmethods; k++) {
+            int i = r % 2 == 0 ? k : o->nmethods - 1 - k;
             const bench_method *m = o->methods[i];
             if (m->max_size != 0 && size > m->max_size) {
                 rounds[i][r].valid = false;
                 continue;
             }
             rounds[i][r] = measure(m, o->state[i], size, arg);
+        }
+    }
+    bool rig = o->methods[0] == &bench_rig && rounds[0][0].valid;
+    for (int i = 0; i < o->nmethods; i++) {
+        double q[BENCH_MAX_ROUNDS];
+        paired[i] = 0;
+        if (rig && rounds[i][0].valid) {
+            for (int r = 0; r < nr; r++) {
+                q[r] = rounds[i][r].avg > 0
+                           ? rounds[0][r].avg / rounds[i][r].avg
+                           : 0;
+            }
+            paired[i] = bench_median(q, nr);
         }
     }
     for (int i = 0; i < o->nmethods; i++) {
@@ -268,6 +307,43 @@ static void print_ns_rows(const bench_opts *o, const size_t *sizes,
     fflush(stdout);
 }
 
+/* Rows of paired ratios kept for the end of a table: one per size. */
+#define PAIRED_ROWS 64
+
+/* After the table, as comment lines ("# paired ...") that OSU's parsers
+ * skip: per size, rig over every other method, the median over rounds of
+ * the ratio of the same round's values.  With -r 1 there is nothing to
+ * pair (the table's own ratio says the same). */
+static void print_paired_rows(const bench_opts *o, bench_unit unit,
+                              const size_t *sizes,
+                              double (*rows)[BENCH_MAX_METHODS], int n)
+{
+    if (bench_rank != 0 || n == 0 || o->rounds < 2 ||
+        o->methods[0] != &bench_rig || o->nmethods < 2) {
+        return;
+    }
+    printf("# Paired by round: rig's value over each method's in the same "
+           "round, the median over the %d rounds (%s: rig is faster)\n"
+           "# paired %-10s",
+           o->rounds, unit == BENCH_LATENCY ? "below 1" : "above 1", "Size");
+    for (int i = 1; i < o->nmethods; i++) {
+        printf("%12s", o->methods[i]->name);
+    }
+    printf("\n");
+    for (int r = 0; r < n; r++) {
+        printf("# paired %-10zu", sizes[r]);
+        for (int i = 1; i < o->nmethods; i++) {
+            if (rows[r][i] > 0) {
+                printf("%12.3f", rows[r][i]);
+            } else {
+                printf("%12s", "-");
+            }
+        }
+        printf("\n");
+    }
+    fflush(stdout);
+}
+
 int bench_main_latency(int argc, char **argv)
 {
     bench_opts o;
@@ -277,10 +353,18 @@ int bench_main_latency(int argc, char **argv)
     size_t ns_sizes[NS_ROWS];
     bench_result ns_rows[NS_ROWS][BENCH_MAX_METHODS];
     int nns = 0;
+    static size_t pr_sizes[PAIRED_ROWS];
+    static double pr_rows[PAIRED_ROWS][BENCH_MAX_METHODS];
+    int npr = 0;
     for (size_t size = o.min_size; size <= o.max_size; size *= 2) {
         bench_result res[BENCH_MAX_METHODS];
-        sweep_one(&o, size, res, measure_latency, &o);
+        double paired[BENCH_MAX_METHODS];
+        sweep_one(&o, size, res, paired, measure_latency, &o);
         bench_print_row(&o, BENCH_LATENCY, size, res);
+        if (npr < PAIRED_ROWS) {
+            pr_sizes[npr] = size;
+            memcpy(pr_rows[npr++], paired, sizeof(paired));
+        }
         if (size <= NS_MAX_SIZE && nns < NS_ROWS) {
             ns_sizes[nns] = size;
             memcpy(ns_rows[nns++], res, sizeof(res));
@@ -290,6 +374,7 @@ int bench_main_latency(int argc, char **argv)
         }
     }
     print_ns_rows(&o, ns_sizes, ns_rows, nns);
+    print_paired_rows(&o, BENCH_LATENCY, pr_sizes, pr_rows, npr);
     bench_fini(&o);
     return 0;
 }
@@ -306,14 +391,23 @@ int bench_main_stream(int argc, char **argv, bool both, bool rate)
                                : "Bandwidth";
     bench_unit unit = rate ? BENCH_RATE : BENCH_BANDWIDTH;
     bench_print_header(&o, title, unit, "# Size");
+    static size_t pr_sizes[PAIRED_ROWS];
+    static double pr_rows[PAIRED_ROWS][BENCH_MAX_METHODS];
+    int npr = 0;
     for (size_t size = o.min_size; size <= o.max_size; size *= 2) {
         bench_result res[BENCH_MAX_METHODS];
-        sweep_one(&o, size, res, measure_stream, &a);
+        double paired[BENCH_MAX_METHODS];
+        sweep_one(&o, size, res, paired, measure_stream, &a);
         bench_print_row(&o, unit, size, res);
+        if (npr < PAIRED_ROWS) {
+            pr_sizes[npr] = size;
+            memcpy(pr_rows[npr++], paired, sizeof(paired));
+        }
         if (size == 0) {
             break;
         }
     }
+    print_paired_rows(&o, unit, pr_sizes, pr_rows, npr);
     bench_fini(&o);
     return 0;
 }

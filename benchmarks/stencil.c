@@ -30,11 +30,13 @@
  *
  * Output, in the style of the OSU tables: one row per grid size, the
  * iterations per second of each method (the median of -r rounds of about
- * 30 ms each, methods interleaved in every round, starting with another
- * each time), MPI's best, and the ratio: for each MPI method the median
- * over rounds of rig / that method in the same round (paired, so that
- * load that drifts between rounds on a shared machine cancels), and of
- * those the lowest, whose method is MPI's best.
+ * 30 ms each, methods interleaved in every round, forwards and backwards
+ * in turn, each pair of rounds starting with another), MPI's best, and
+ * the ratio: for each MPI method the median over rounds of rig / that
+ * method in the same round (paired, so that load that drifts between
+ * rounds on a shared machine cancels), and of those the lowest, whose
+ * method is MPI's best.  After the table, comment lines ("# paired ...")
+ * give that paired ratio against each MPI method.
  *
  * Usage: mpirun -np P rig_stencil [-n N[,N...]] [-i iters] [-x warmup]
  *        [-r rounds] [-b methods]
@@ -728,6 +730,7 @@ int main(int argc, char **argv)
     }
     grid_free(&g);
 
+    double paired[MAX_SIZES][NMETHODS];
     for (int si = 0; si < nsizes; si++) {
         grid_make(&g, sizes[si]);
         /* About 30 ms of compute per measurement at 2 ranks: many short
@@ -742,11 +745,16 @@ int main(int argc, char **argv)
                 all_methods[i].setup(&all_methods[i], &g);
             }
         }
-        /* Each round starts with another method, so that none always
-         * runs first (after the barrier, or after a given other). */
+        /* Rounds go forwards and backwards in turn, each pair of rounds
+         * starting one method further on: no method always runs first
+         * (after the barrier) or after a given other, and a machine that
+         * drifts within a pair of rounds slows every method alike on
+         * average (this VM's memory bandwidth and its scheduling of 4
+         * ranks on 2 cores move within milliseconds). */
         for (int r = 0; r < rounds; r++) {
             for (int k = 0; k < NMETHODS; k++) {
-                int i = (k + r) % NMETHODS;
+                int j = r % 2 == 0 ? k : NMETHODS - 1 - k;
+                int i = (j + r / 2) % NMETHODS;
                 if (want[i]) {
                     res[i][r] = measure(&all_methods[i], &g, it, wu);
                 }
@@ -774,8 +782,11 @@ int main(int argc, char **argv)
             }
             qsort(tmp, (size_t)rounds, sizeof(double), cmp_double);
             ratio[i] = tmp[rounds / 2];
-            qsort(res[i], (size_t)rounds, sizeof(double), cmp_double);
-            median[i] = res[i][rounds / 2];
+            /* A copy: res[0] (rig's rounds) must stay in round order for
+             * the pairs of the methods after it. */
+            memcpy(tmp, res[i], (size_t)rounds * sizeof(double));
+            qsort(tmp, (size_t)rounds, sizeof(double), cmp_double);
+            median[i] = tmp[rounds / 2];
             if (all_methods[i].mpi &&
                 (best < 0 || (want[0] ? ratio[i] < ratio[best]
                                       : median[i] > median[best]))) {
@@ -801,7 +812,34 @@ int main(int argc, char **argv)
             }
             fflush(stdout);
         }
+        for (int i = 0; i < NMETHODS; i++) {
+            paired[si][i] = want[0] && want[i] ? ratio[i] : 0;
+        }
         grid_free(&g);
+    }
+    /* The paired ratio against every MPI method, as comment lines that
+     * the table's parsers skip: how far apart the MPI methods are. */
+    if (g_rank == 0 && want[0]) {
+        printf("# Paired by round: rig's iterations/s over each MPI "
+               "method's in the same round, the median over the %d "
+               "rounds\n# paired %-10s",
+               rounds, "Grid");
+        for (int i = 1; i < NMETHODS; i++) {
+            if (want[i]) {
+                printf("%12s", all_methods[i].name);
+            }
+        }
+        printf("\n");
+        for (int si = 0; si < nsizes; si++) {
+            printf("# paired %-10d", sizes[si]);
+            for (int i = 1; i < NMETHODS; i++) {
+                if (want[i]) {
+                    printf("%12.3f", paired[si][i]);
+                }
+            }
+            printf("\n");
+        }
+        fflush(stdout);
     }
     if (g_job != NULL) {
         rig_job_close(g_job);
