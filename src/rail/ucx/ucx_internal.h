@@ -250,6 +250,7 @@ struct rig_ucx {
      * its count without a further, empty progress call (a syscall).
      * Under the worker lock. */
     bool moved;
+    uint64_t drive_last_ns; /* when the last drive began (worker lock) */
 };
 
 static inline rig_ucx *rig_ucx_of(rig_transport *t)
