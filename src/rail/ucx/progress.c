@@ -90,9 +90,11 @@
 /* While a waiter drove the worker this recently, the thread stands back:
  * it neither lingers nor watches the worker's fd (every message would
  * wake it, only to queue for the lock the waiter holds and take cores
- * the ranks need), and looks at the worker every STANDBY_MS.  A waiter
- * that drives does so at least every 100 us (wait.c: the longest nap of
- * auto and yield; block's waits do not drive). */
+ * the ranks need), and looks at the worker every STANDBY_MS while a send
+ * of this process is in flight, else once the standby ends
+ * (standby_idle_ms).  A waiter that drives does so at least every 100 us
+ * (wait.c: the longest nap of auto and yield; block's waits do not
+ * drive). */
 #define STANDBY_NS 500000u
 #define STANDBY_MS 1
 /* Between waits -- a rank computing between two exchanges -- the thread
@@ -103,7 +105,7 @@
  * (LINGER_NS), beside the ranks on a node with no core to spare.  A
  * send in flight ends this (its bytes must move on), a hand-off wakes the
  * thread at once (the eventfd stays watched), and the thread still looks
- * at the worker every STANDBY_MS. */
+ * at the worker when the standby ends. */
 #define STANDBY_IDLE_NS 20000000u
 /* A drive that begins this soon after the previous one is a spinning
  * waiter's (wait.c drives every 16 polls, ~1 us apart): it polls the
@@ -212,6 +214,23 @@ static void efd_watch(rig_ucx *u, bool on)
     }
 }
 
+/* How long the thread, standing back with no send in flight, sleeps:
+ * until the standby ends (STANDBY_IDLE_NS after the last drive), at most
+ * BACKSTOP_MS.  A send that goes in flight meanwhile kicks it (carrier.c),
+ * and so does a hand-off or a failure; a waiter drives the worker itself.
+ * Looking every STANDBY_MS instead woke each rank's thread 1,000 times a
+ * second through a ping-pong across hosts, each time taking a core from
+ * the ranks (2 ranks on 2 cores) for a look that found the waiter at the
+ * worker. */
+static int standby_idle_ms(uint64_t since)
+{
+    uint64_t left = since < STANDBY_IDLE_NS ? STANDBY_IDLE_NS - since : 0;
+    uint64_t ms = (left + 999999u) / 1000000u;
+    return ms < STANDBY_MS    ? STANDBY_MS
+           : ms > BACKSTOP_MS ? BACKSTOP_MS
+                              : (int)ms;
+}
+
 static void *progress_main(void *arg)
 {
     rig_ucx *u = arg;
@@ -245,7 +264,7 @@ static void *progress_main(void *arg)
         }
         int timeout;
         if (standby) {
-            timeout = armed ? STANDBY_MS : 0;
+            timeout = !armed ? 0 : busy ? STANDBY_MS : standby_idle_ms(since);
         } else if (now - active < LINGER_NS) {
             timeout = 0; /* a burst may go on: look again at once */
         } else if (!armed) {
