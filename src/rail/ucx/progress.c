@@ -115,9 +115,13 @@
  * meanwhile: across 2 hosts, a drive every 16 polls left the socket
  * unwatched 2/3 of the time, ~0.3 us of each 8 B half round trip.  A
  * drive after a pause -- a test, a yield that gave the core away -- looks
- * once, as MPI_Test progresses once. */
+ * once, as MPI_Test progresses once.  So does a drive once a run of them
+ * has found nothing for DRIVE_RUN_NS: an auto wait then reaches its
+ * yield phase (4,096 polls, wait.c) about as soon as it did (~0.35 ms
+ * instead of ~0.28), where a rank it waits for may need the core. */
 #define DRIVE_SPIN_NS 10000u
 #define DRIVE_IDLE 8u
+#define DRIVE_RUN_NS 100000u
 
 void rig_ucx_drive(void *arg)
 {
@@ -138,8 +142,12 @@ void rig_ucx_drive(void *arg)
          * it handled: a syscall more than MPI's wait.)  A drive right
          * after the previous one is a spinning waiter's: it polls the
          * worker DRIVE_IDLE times before it gives up. */
+        bool spinning = now - u->drive_last_ns < DRIVE_SPIN_NS;
+        if (!spinning) {
+            u->drive_run_ns = now; /* a run of drives begins */
+        }
         unsigned idle_max =
-            now - u->drive_last_ns < DRIVE_SPIN_NS ? DRIVE_IDLE : 1;
+            spinning && now - u->drive_run_ns < DRIVE_RUN_NS ? DRIVE_IDLE : 1;
         u->drive_last_ns = now;
         u->moved = false;
         for (unsigned i = 0, idle = 0;
@@ -147,6 +155,9 @@ void rig_ucx_drive(void *arg)
             if (ucp_worker_progress(u->worker) == 0) {
                 idle++;
             }
+        }
+        if (u->moved) {
+            u->drive_run_ns = now; /* the next wait's run begins afresh */
         }
     }
     rig_unlock(&u->worker_lock, UCX_LOCK_WORKER);
