@@ -227,19 +227,23 @@ static void efd_watch(rig_ucx *u, bool on)
 
 /* How long the thread, standing back with no send in flight, sleeps:
  * until the standby ends (STANDBY_IDLE_NS after the last drive), at most
- * BACKSTOP_MS.  A send that goes in flight meanwhile kicks it (carrier.c),
- * and so does a hand-off or a failure; a waiter drives the worker itself.
- * Looking every STANDBY_MS instead woke each rank's thread 1,000 times a
- * second through a ping-pong across hosts, each time taking a core from
- * the ranks (2 ranks on 2 cores) for a look that found the waiter at the
- * worker. */
+ * STANDBY_IDLE_MS.  A send that goes in flight meanwhile kicks it
+ * (carrier.c), and so does a hand-off or a failure; a waiter drives the
+ * worker itself.  Looking every STANDBY_MS instead woke each rank's
+ * thread 1,000 times a second through a ping-pong across hosts, each time
+ * taking a core from the ranks (2 ranks on 2 cores) for a look that found
+ * the waiter at the worker.  The bound is for bytes UCX still holds after
+ * it completed their send (see above): when the rank stops waiting, they
+ * move within STANDBY_IDLE_MS, not only at its next wait. */
+#define STANDBY_IDLE_MS 5
+
 static int standby_idle_ms(uint64_t since)
 {
     uint64_t left = since < STANDBY_IDLE_NS ? STANDBY_IDLE_NS - since : 0;
     uint64_t ms = (left + 999999u) / 1000000u;
-    return ms < STANDBY_MS    ? STANDBY_MS
-           : ms > BACKSTOP_MS ? BACKSTOP_MS
-                              : (int)ms;
+    return ms < STANDBY_MS        ? STANDBY_MS
+           : ms > STANDBY_IDLE_MS ? STANDBY_IDLE_MS
+                                  : (int)ms;
 }
 
 static void *progress_main(void *arg)
