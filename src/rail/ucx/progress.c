@@ -90,9 +90,11 @@
 /* While a waiter drove the worker this recently, the thread stands back:
  * it neither lingers nor watches the worker's fd (every message would
  * wake it, only to queue for the lock the waiter holds and take cores
- * the ranks need), and looks at the worker every STANDBY_MS.  A waiter
- * that drives does so at least every 100 us (wait.c: the longest nap of
- * auto and yield; block's waits do not drive). */
+ * the ranks need), and looks at the worker every STANDBY_MS while a send
+ * of this process is in flight, else once the standby ends
+ * (standby_idle_ms).  A waiter that drives does so at least every 100 us
+ * (wait.c: the longest nap of auto and yield; block's waits do not
+ * drive). */
 #define STANDBY_NS 500000u
 #define STANDBY_MS 1
 /* Between waits -- a rank computing between two exchanges -- the thread
@@ -103,8 +105,23 @@
  * (LINGER_NS), beside the ranks on a node with no core to spare.  A
  * send in flight ends this (its bytes must move on), a hand-off wakes the
  * thread at once (the eventfd stays watched), and the thread still looks
- * at the worker every STANDBY_MS. */
+ * at the worker when the standby ends. */
 #define STANDBY_IDLE_NS 20000000u
+/* A drive that begins this soon after the previous one is a spinning
+ * waiter's (wait.c drives every 16 polls, ~1 us apart): it polls the
+ * worker up to DRIVE_IDLE times before it returns.  A network end's count
+ * moves only inside a drive (the thread stands back), so the waiter's
+ * polls of it between two drives only delay the message that came
+ * meanwhile: across 2 hosts, a drive every 16 polls left the socket
+ * unwatched 2/3 of the time, ~0.3 us of each 8 B half round trip.  A
+ * drive after a pause -- a test, a yield that gave the core away -- looks
+ * once, as MPI_Test progresses once.  So does a drive once a run of them
+ * has found nothing for DRIVE_RUN_NS: an auto wait then reaches its
+ * yield phase (4,096 polls, wait.c) about as soon as it did (~0.35 ms
+ * instead of ~0.28), where a rank it waits for may need the core. */
+#define DRIVE_SPIN_NS 10000u
+#define DRIVE_IDLE 8u
+#define DRIVE_RUN_NS 100000u
 
 void rig_ucx_drive(void *arg)
 {
@@ -119,14 +136,28 @@ void rig_ucx_drive(void *arg)
         return; /* the progress thread or a carrier is at it */
     }
     if (u->worker != NULL) { /* NULL once the job closed */
-        /* Until nothing is left, or a count moved: the waiter looks at
-         * its count then, and drives again if it was another's.  (Across
-         * 2 hosts a ping-pong's drive made an empty epoll_wait after each
-         * message it handled: a syscall more than MPI's wait.) */
+        /* Until a count moved: the waiter looks at its count then, and
+         * drives again if it was another's.  (Across 2 hosts a
+         * ping-pong's drive made an empty epoll_wait after each message
+         * it handled: a syscall more than MPI's wait.)  A drive right
+         * after the previous one is a spinning waiter's: it polls the
+         * worker DRIVE_IDLE times before it gives up. */
+        bool spinning = now - u->drive_last_ns < DRIVE_SPIN_NS;
+        if (!spinning) {
+            u->drive_run_ns = now; /* a run of drives begins */
+        }
+        unsigned idle_max =
+            spinning && now - u->drive_run_ns < DRIVE_RUN_NS ? DRIVE_IDLE : 1;
+        u->drive_last_ns = now;
         u->moved = false;
-        for (unsigned i = 0;
-             i < DRIVE_MAX && !u->moved && ucp_worker_progress(u->worker) != 0;
-             i++) {
+        for (unsigned i = 0, idle = 0;
+             i < DRIVE_MAX && !u->moved && idle < idle_max; i++) {
+            if (ucp_worker_progress(u->worker) == 0) {
+                idle++;
+            }
+        }
+        if (u->moved) {
+            u->drive_run_ns = now; /* the next wait's run begins afresh */
         }
     }
     rig_unlock(&u->worker_lock, UCX_LOCK_WORKER);
@@ -194,6 +225,27 @@ static void efd_watch(rig_ucx *u, bool on)
     }
 }
 
+/* How long the thread, standing back with no send in flight, sleeps:
+ * until the standby ends (STANDBY_IDLE_NS after the last drive), at most
+ * STANDBY_IDLE_MS.  A send that goes in flight meanwhile kicks it
+ * (carrier.c), and so does a hand-off or a failure; a waiter drives the
+ * worker itself.  Looking every STANDBY_MS instead woke each rank's
+ * thread 1,000 times a second through a ping-pong across hosts, each time
+ * taking a core from the ranks (2 ranks on 2 cores) for a look that found
+ * the waiter at the worker.  The bound is for bytes UCX still holds after
+ * it completed their send (see above): when the rank stops waiting, they
+ * move within STANDBY_IDLE_MS, not only at its next wait. */
+#define STANDBY_IDLE_MS 5
+
+static int standby_idle_ms(uint64_t since)
+{
+    uint64_t left = since < STANDBY_IDLE_NS ? STANDBY_IDLE_NS - since : 0;
+    uint64_t ms = (left + 999999u) / 1000000u;
+    return ms < STANDBY_MS        ? STANDBY_MS
+           : ms > STANDBY_IDLE_MS ? STANDBY_IDLE_MS
+                                  : (int)ms;
+}
+
 static void *progress_main(void *arg)
 {
     rig_ucx *u = arg;
@@ -227,7 +279,7 @@ static void *progress_main(void *arg)
         }
         int timeout;
         if (standby) {
-            timeout = armed ? STANDBY_MS : 0;
+            timeout = !armed ? 0 : busy ? STANDBY_MS : standby_idle_ms(since);
         } else if (now - active < LINGER_NS) {
             timeout = 0; /* a burst may go on: look again at once */
         } else if (!armed) {

@@ -250,6 +250,10 @@ struct rig_ucx {
      * its count without a further, empty progress call (a syscall).
      * Under the worker lock. */
     bool moved;
+    /* When the last drive began, and the run of drives (each within
+     * DRIVE_SPIN_NS of the previous one) it belongs to (progress.c;
+     * worker lock). */
+    uint64_t drive_last_ns, drive_run_ns;
 };
 
 static inline rig_ucx *rig_ucx_of(rig_transport *t)
