@@ -18,7 +18,8 @@
  * how late its watcher ran).  A transport whose watcher cannot take the
  * told reasons itself drains them before it answers the reason (the MPI
  * transport's rig_mpi_failed); one whose watcher can takes them before
- * a sighting (UCX's progress thread).  The reason is stored before the
+ * a sighting (UCX's progress thread, and its links' thread before a
+ * closed link's).  The reason is stored before the
  * flag (seq_cst both), so a reader that sees rig_failure_failed sees a
  * reason; a replaced reason stays readable until fini.  A
  * transport sets the failure state before it raises any count of its own

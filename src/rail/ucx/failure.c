@@ -220,6 +220,16 @@ void rig_ucx_link_lost(void *self, int r, const char *how, bool closed)
         rig_failure_left(&u->fail, r, RIG_LEFT_CLOSING);
         return;
     }
+    if (closed) {
+        /* Its process ended: what it told before it did is the earlier
+         * cause, and its message came over the worker's own connection
+         * before the link's close (the progress thread does the same
+         * before a pidfd's sighting).  Measured: across hosts, a survivor
+         * the load kept from its worker blamed the other survivor's exit,
+         * though that one had told it rank 2 died (kill_h3, 1 run in 15
+         * at load 7). */
+        rig_ucx_take_told(u);
+    }
     rig_failure_peer_gone(&u->fail, r, how);
 }
 

@@ -206,7 +206,7 @@ static bool worker_pass(rig_ucx *u, bool standby, bool *armed, bool *busy)
 /* Before a look at whether peers ended: takes what they told before
  * they did (a failure message from a rank beats this rank's sighting of
  * its end, ../base/failure.h). */
-static void take_told(rig_ucx *u)
+void rig_ucx_take_told(rig_ucx *u)
 {
     bool armed, busy;
     worker_pass(u, false, &armed, &busy); /* takes the lock: must see all */
@@ -302,7 +302,7 @@ static void *progress_main(void *arg)
         }
         int n = epoll_wait(u->epfd, ev, 8, timeout);
         if (n == 0 && timeout != 0 && u->fail.polled) {
-            take_told(u);
+            rig_ucx_take_told(u);
             rig_fail_poll(u); /* and keepalive runs in the next progress */
         }
         for (int i = 0; i < n; i++) {
@@ -315,7 +315,7 @@ static void *progress_main(void *arg)
             } else if (fd == u->efd) {
                 active = rig_now_ns();
             } else {
-                take_told(u);
+                rig_ucx_take_told(u);
                 rig_fail_event(u, fd);
                 active = rig_now_ns();
             }

@@ -295,6 +295,11 @@ bool rig_progress_start(rig_ucx *u, char **err);
 void rig_progress_stop(rig_ucx *u);
 /* Wakes the progress thread (any thread, async-signal-safe). */
 void rig_ucx_kick(rig_ucx *u);
+/* Progresses the worker once, under its lock, so that the failure
+ * messages already here are taken in: before this rank records its own
+ * sighting of a peer's end (../base/failure.h, "The reason").  Any thread
+ * that holds no lock of this transport. */
+void rig_ucx_take_told(rig_ucx *u);
 /* The network path's ends' progress hook (rig_end_desc.progress, arg: the
  * transport): a waiting thread progresses the worker when its lock is
  * free.  Any thread, never blocks; nothing once the worker is gone. */
