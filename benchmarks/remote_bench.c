@@ -31,12 +31,29 @@
  *   local   the same two steps on rank 0's own machine alone, once the
  *           agents have gone idle (their waits asleep):
  *           mesh_driver_prepare, then mesh_driver_start;
+ *   every   the same two steps run by every agent at once on its own
+ *           machine (a native executor each opened for it, rtiny read
+ *           from the catalog), each step started from a barrier and timed
+ *           on each agent, the slowest kept, while rank 0 waits in
+ *           MPI_Reduce for the times: the like-for-like baseline of the
+ *           remote steps, in which every agent prepares and starts at
+ *           once and the controller waits for them.  "local" is one
+ *           process alone on idle cores; when several agents share the
+ *           cores (more agents than cores, as -np 4 on 2 cores), the
+ *           remote steps share them too, and only "every" does the same
+ *           work on the same cores (on a cluster, each agent has its
+ *           machine and the two agree);
  *   rt      a round trip of MPI_Bcast and MPI_Gather of 64 B (rank 0),
  *           and rt_p, the same with rtiny's bytes in the MPI_Bcast (what
  *           a load's first round trip must carry).
  * It prints the median of each over the rounds, the image bandwidth ratio
  * (target: warm image >= 0.9 x bcast) and whether each remote step costs
- * at most the local one plus 2 round trips.  RIG_BENCH_VERBOSE=1 prints
+ * at most the local one plus 2 round trips, against both baselines
+ * ("local" and "every"), and the median over the rounds of each round's
+ * remote step less its "every" step (paired by round).  The first line
+ * gives the machine's load average (/proc/loadavg) at the start and the
+ * last at the end: figures taken beside other work say little about
+ * quiet machines.  RIG_BENCH_VERBOSE=1 prints
  * each round's steps by phase.  With more agents than cores the agents'
  * own steps share the cores (on a cluster each has its machine): run with
  * -np 2 too.  Machines are loaded when others share them: re-run
@@ -111,6 +128,56 @@ static double round_trip_ms(void *buf, int bytes, int rank, int size)
     return median(rts, 16);
 }
 
+/* The machine's load averages (1, 5 and 15 min) as /proc/loadavg has
+ * them, or "?". */
+static void loadavg(char *out, size_t len)
+{
+    snprintf(out, len, "?");
+    FILE *f = fopen("/proc/loadavg", "r");
+    if (f == NULL) {
+        return;
+    }
+    double a = 0, b = 0, c = 0;
+    if (fscanf(f, "%lf %lf %lf", &a, &b, &c) == 3) {
+        snprintf(out, len, "%.2f %.2f %.2f", a, b, c);
+    }
+    fclose(f);
+}
+
+/* One of the local steps on every agent at once ("every"): each agent
+ * times its own step from a barrier; rank 0 keeps the slowest.  step 0:
+ * mesh_driver_prepare of a copy of tiny into *prep; step 1:
+ * mesh_driver_start of *prep, then (untimed) the stop. */
+static double every_step(int step, mesh_driver *d, const mesh_payload *tiny,
+                         mesh_prepared *prep)
+{
+    char *err = NULL;
+    mesh_payload copy;
+    if (rank != 0 && step == 0 && !mesh_payload_copy(&copy, tiny, &err)) {
+        die("copying rtiny", err);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    double mine = 0, slowest = 0;
+    if (rank != 0) {
+        uint32_t slot = 0;
+        double t0 = now_ms();
+        bool ok = step == 0
+                      ? mesh_driver_prepare(d, &copy, NULL, NULL, prep, &err)
+                      : mesh_driver_start(d, prep, 1, &slot, &err);
+        mine = now_ms() - t0;
+        if (!ok) {
+            die(step == 0 ? "mesh_driver_prepare on an agent"
+                          : "mesh_driver_start on an agent",
+                err);
+        }
+        if (step == 1 && !mesh_driver_stop(d, slot, &err)) {
+            die("mesh_driver_stop on an agent", err);
+        }
+    }
+    MPI_Reduce(&mine, &slowest, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+    return slowest;
+}
+
 /* rtiny's payload with a data file that makes it `bytes` long. */
 static void big_payload(const char *root, size_t bytes, mesh_payload *out)
 {
@@ -174,22 +241,25 @@ int main(int argc, char **argv)
     if (!rig_job_open(MPI_COMM_WORLD, NULL, &job, &err)) {
         die("rig_job_open", err);
     }
-    /* Rank 0: the image, rtiny, and its own native executor. */
+    /* Rank 0: the image.  Every rank: rtiny, and a native executor of its
+     * own for the local steps ("local" on rank 0, "every" on agents). */
     mesh_payload image = {0}, tiny = {0};
     mesh_backend *b = NULL;
     mesh_driver *d = NULL;
     if (rank == 0) {
         big_payload(root, bytes, &image);
-        if (!mesh_payload_read(root, "rtiny", &tiny, &err)) {
-            die("reading rtiny", err);
-        }
-        /* A loaded machine must not abort the run: 20 s to be online. */
-        mesh_backend_options bo = {.online_timeout_ms = 20000};
-        if (!mesh_backend_open(MESH_BACKEND_NATIVE, &bo, &b, &err) ||
-            !mesh_driver_open(b, &d, &err)) {
-            die("opening the native executor", err);
-        }
     }
+    if (!mesh_payload_read(root, "rtiny", &tiny, &err)) {
+        die("reading rtiny", err);
+    }
+    /* A loaded machine must not abort the run: 20 s to be online. */
+    mesh_backend_options bo = {.online_timeout_ms = 20000};
+    if (!mesh_backend_open(MESH_BACKEND_NATIVE, &bo, &b, &err) ||
+        !mesh_driver_open(b, &d, &err)) {
+        die("opening the native executor", err);
+    }
+    char load_start[64];
+    loadavg(load_start, sizeof(load_start));
     /* rtiny's bytes, for a round trip that carries them as a load must. */
     uint64_t tiny_bytes = 0;
     for (size_t i = 0; rank == 0 && i < tiny.nfiles; i++) {
@@ -213,6 +283,10 @@ int main(int argc, char **argv)
     double *s_rt = calloc((size_t)rounds, sizeof(double));
     double *s_rtp = calloc((size_t)rounds, sizeof(double));
     double *s_total = calloc((size_t)rounds, sizeof(double));
+    double *s_eprep = calloc((size_t)rounds, sizeof(double));
+    double *s_estart = calloc((size_t)rounds, sizeof(double));
+    double *s_dload = calloc((size_t)rounds, sizeof(double));
+    double *s_dlaunch = calloc((size_t)rounds, sizeof(double));
     rig_remote_options opt;
     rig_remote_options_init(&opt);
     opt.executors = 1u << MESH_BACKEND_NATIVE;
@@ -300,6 +374,19 @@ int main(int argc, char **argv)
             }
         }
         rig_remote_close(rm);
+        /* The same steps on every agent at once, the controller waiting. */
+        mesh_prepared eprep;
+        s_eprep[r] = every_step(0, d, &tiny, &eprep);
+        s_estart[r] = every_step(1, d, &tiny, &eprep);
+        if (rank == 0) {
+            s_dload[r] = s_load[r] - s_eprep[r];
+            s_dlaunch[r] = s_launch[r] - s_estart[r];
+            if (getenv("RIG_BENCH_VERBOSE") != NULL) {
+                printf("round %d: on every agent at once, the slowest: load "
+                       "%.3f ms, launch %.3f ms\n",
+                       r, s_eprep[r], s_estart[r]);
+            }
+        }
         /* The bare broadcast of the same bytes, and a small round trip. */
         MPI_Barrier(MPI_COMM_WORLD);
         double t0 = now_ms();
@@ -335,8 +422,8 @@ int main(int argc, char **argv)
         double lstart = median(s_lstart, rounds);
         double mb = (double)bytes / 1e6;
         printf("# rig_remote_bench: %d agents, %zu MiB image, %d rounds, "
-               "medians\n",
-               size - 1, mib, rounds);
+               "medians; load average %s at the start\n",
+               size - 1, mib, rounds, load_start);
         printf("%-34s%12s%14s\n", "# step", "ms", "MB/s");
         double cold_ms = median(s_cold, rounds);
         double fresh_ms = median(s_fresh, rounds);
@@ -354,9 +441,15 @@ int main(int argc, char **argv)
         printf("%-34s%12.3f\n", "MPI_Bcast+MPI_Gather 64 B (rt)", rt);
         printf("%-34s%12.3f\n", "the same, Bcast of rtiny (rt_p)", rtp);
         printf("%-34s%12.3f\n", "load rtiny, every agent", load);
+        double eprep = median(s_eprep, rounds);
+        double estart = median(s_estart, rounds);
+        double dload = median(s_dload, rounds);
+        double dlaunch = median(s_dlaunch, rounds);
         printf("%-34s%12.3f\n", "load rtiny, here alone", lprep);
+        printf("%-34s%12.3f\n", "load rtiny, local on every agent", eprep);
         printf("%-34s%12.3f\n", "launch -> all online, every agent", launch);
         printf("%-34s%12.3f\n", "launch -> all online, here alone", lstart);
+        printf("%-34s%12.3f\n", "launch, local on every agent", estart);
         double ratio = bcast_ms / image_ms;
         printf("image bandwidth (warm) / MPI_Bcast's: %.2f (target >= 0.90: "
                "%s)\n",
@@ -372,11 +465,27 @@ int main(int argc, char **argv)
                lprep + rtp + rt, load <= lprep + rtp + rt ? "met" : "missed");
         printf("launch: %.3f ms vs local + 2 rt = %.3f ms (%s)\n", launch,
                lstart + 2 * rt, launch <= lstart + 2 * rt ? "met" : "missed");
-        mesh_driver_close(d);
-        mesh_backend_destroy(b);
+        /* The like-for-like baseline: the same steps by every agent at
+         * once on the same cores ("every"), beside the one above (rank 0
+         * alone on idle cores), which is kept for comparison with earlier
+         * runs. */
+        printf("load: %.3f ms vs every + 2 rt = %.3f ms (%s); paired by "
+               "round: remote - every = %.3f ms vs 2 rt = %.3f ms (%s)\n",
+               load, eprep + 2 * rt, load <= eprep + 2 * rt ? "met" : "missed",
+               dload, 2 * rt, dload <= 2 * rt ? "met" : "missed");
+        printf("launch: %.3f ms vs every + 2 rt = %.3f ms (%s); paired by "
+               "round: remote - every = %.3f ms vs 2 rt = %.3f ms (%s)\n",
+               launch, estart + 2 * rt,
+               launch <= estart + 2 * rt ? "met" : "missed", dlaunch, 2 * rt,
+               dlaunch <= 2 * rt ? "met" : "missed");
+        char load_end[64];
+        loadavg(load_end, sizeof(load_end));
+        printf("# load average %s at the end\n", load_end);
         mesh_payload_free(&image);
-        mesh_payload_free(&tiny);
     }
+    mesh_driver_close(d);
+    mesh_backend_destroy(b);
+    mesh_payload_free(&tiny);
     free(s_image);
     free(s_cold);
     free(s_bcast);
@@ -389,6 +498,10 @@ int main(int argc, char **argv)
     free(s_rtp);
     free(tbuf);
     free(s_total);
+    free(s_eprep);
+    free(s_estart);
+    free(s_dload);
+    free(s_dlaunch);
     free(buf);
     rig_job_close(job);
     MPI_Finalize();
