@@ -32,8 +32,9 @@
  * sends from rank 0 otherwise (MPI 3 has no way to make a communicator of
  * a subset that a member's death cannot block), file by file in chunks of
  * at most
- * RIG_REMOTE_CHUNK_BYTES; an image of at most 64 KiB rides in the load
- * command itself, so that a small program loads in one round trip --
+ * RIG_REMOTE_CHUNK_BYTES; an image of at most 64 KiB goes by a send to
+ * each agent even when every agent loads it, straight into the memory the
+ * agent keeps it in, so that a small program loads in one round trip --
  * and each agent prepares it with the controller's
  * hash as the expected one (a changed byte is refused with "hash: "),
  * picks the first executor of the manifest's `backends` it runs and

@@ -315,7 +315,8 @@ static int *all_agents(size_t *n)
 }
 
 /* Program name's payload with a data file of extra bytes (0: none), so
- * that its image goes by broadcast or sends, not inside the command. */
+ * that its image goes by broadcast when every agent loads it, not by a
+ * send to each (a small image, at most 64 KiB). */
 static void payload_of(const char *name, size_t extra, mesh_payload *out)
 {
     T_OK(mesh_payload_read(root, name, out, &t_err));
@@ -455,7 +456,7 @@ static void test_basic(void)
 #endif
     }
 
-    /* A small image rides in the load command itself. */
+    /* A small image goes by a send to each agent. */
     p = load("rsum", 0, NULL, 0);
     run_checked(p, 2, MESH_BACKEND_NATIVE);
     T_OK(rig_remote_unload(rm, p, &t_err));
@@ -485,7 +486,8 @@ static void test_hash(void)
     char want[320];
     snprintf(want, sizeof(want), "hash: machine %s: program rsum hashes to ",
              rig_remote_machine_of(rm, 2)->name);
-    /* Inside the command, by broadcast, by sends to agent 2 alone. */
+    /* Small (a send to each agent), by broadcast, by sends to agent 2
+     * alone. */
     for (int way = 0; way < 3; way++) {
         mesh_payload src;
         payload_of("rsum", way == 0 ? 0 : 300u << 10, &src);
@@ -544,7 +546,8 @@ static void usage_of(int pid, usage_t *u)
     u->rss_kb = status_kb(pid, "VmRSS:");
 }
 
-/* extra > 0: the image goes by MPI_Ibcast instead of in the command. */
+/* extra > 0: the image goes by MPI_Ibcast instead of a send to each
+ * agent. */
 static void cycle(const char *name, size_t extra, uint32_t nodes)
 {
     int64_t p = load(name, extra, NULL, 0);

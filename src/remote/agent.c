@@ -868,15 +868,8 @@ static bool on_load(rig_remote *rm, const rm_cmd *c, rm_rd *body, uint64_t t0,
     uint32_t nwb = 0, pick = RM_NO_PICK;
     bool parsed = c->chunk > 0 && c->chunk <= INT_MAX &&
                   load_body(rm, body, &name, &files, &n, &wb, &nwb, &pick);
-    uint64_t inline_bytes = 0;
-    for (uint32_t i = 0; parsed && i < n; i++) {
-        inline_bytes += files[i].len;
-    }
-    if (parsed) {
-        parsed = c->image == RM_IMAGE_INLINE
-                     ? body->len - body->at == inline_bytes
-                     : body->at == body->len;
-    }
+    parsed = parsed && body->at == body->len &&
+             (c->image == RM_IMAGE_BCAST || c->image == RM_IMAGE_P2P);
     if (!parsed) {
         /* The image's bytes cannot be taken without their sizes: the two
          * sides disagree on the protocol, and only a failed job frees
@@ -902,11 +895,7 @@ static bool on_load(rig_remote *rm, const rm_cmd *c, rm_rd *body, uint64_t t0,
         free(bufs);
         bufs = NULL;
     }
-    if (c->image == RM_IMAGE_INLINE) {
-        for (uint32_t i = 0; have && i < n; i++) {
-            rm_rd_get(body, bufs[i], (size_t)files[i].len);
-        }
-    } else if (!receive_image(rm, c, files, n, have ? bufs : NULL, err)) {
+    if (!receive_image(rm, c, files, n, have ? bufs : NULL, err)) {
         free(bufs); /* its lines were abandoned */
         free(lines);
         free(name);

@@ -822,20 +822,20 @@ bool rig_remote_load_ends(rig_remote *rm, const mesh_payload *src,
         bytes += src->files[i].len;
     }
     rm_cmd c = rm_cmd_new(rm, RM_OP_LOAD, id);
-    /* A broadcast to one machine is a send: it takes the plain form. */
-    bool all = n == (size_t)rm->size - 1 && n > 1;
-    bool in = bytes <= RM_INLINE_BYTES;
+    /* A broadcast to one machine is a send: it takes the plain form; so
+     * does a small image (RM_SMALL_IMAGE). */
+    bool small = bytes <= RM_SMALL_IMAGE;
+    bool all = n == (size_t)rm->size - 1 && n > 1 && !small;
     /* The message's length, so that it is made in one piece. */
     size_t want = sizeof(c) + 4 + strlen(src->name) + 4 + 4 +
-                  nends * sizeof(*wb) + 4 + (size_t)rm->size * sizeof(*picks) +
-                  (in ? (size_t)bytes : 0);
+                  nends * sizeof(*wb) + 4 + (size_t)rm->size * sizeof(*picks);
     for (size_t i = 0; i < src->nfiles; i++) {
         want += 4 + strlen(src->files[i].path) + 8;
     }
     rm_buf msg = {.p = malloc(want), .cap = want};
     msg.oom = msg.p == NULL;
     c.hash = hash;
-    c.image = in ? RM_IMAGE_INLINE : all ? RM_IMAGE_BCAST : RM_IMAGE_P2P;
+    c.image = all ? RM_IMAGE_BCAST : RM_IMAGE_P2P;
     rm_buf_put(&msg, &c, sizeof(c));
     rm_buf_str(&msg, src->name);
     rm_buf_u32(&msg, (uint32_t)src->nfiles);
@@ -849,9 +849,6 @@ bool rig_remote_load_ends(rig_remote *rm, const mesh_payload *src,
     rm_buf_u32(&msg, (uint32_t)rm->size);
     rm_buf_put(&msg, picks, (size_t)rm->size * sizeof(*picks));
     free(picks);
-    for (size_t i = 0; in && i < src->nfiles; i++) {
-        rm_buf_put(&msg, src->files[i].data, src->files[i].len);
-    }
     rm_got *g = NULL;
     MPI_Request *creq = calloc(n, sizeof(*creq));
     MPI_Request *ireq = NULL;
@@ -878,7 +875,7 @@ bool rig_remote_load_ends(rig_remote *rm, const mesh_payload *src,
         goto out;
     }
     ts = rig_now_ns();
-    if (!in && !post_image(rm, src, t, n, all, &ireq, &nireq, err)) {
+    if (!post_image(rm, src, t, n, all, &ireq, &nireq, err)) {
         /* Agents wait for bytes that will not come. */
         rig_job_fail(rm->job, "the controller could not send an image");
         ok = false;
@@ -888,7 +885,12 @@ bool rig_remote_load_ends(rig_remote *rm, const mesh_payload *src,
      * while MPI may still read it, which the caller cannot know.  MPI
      * reads a send buffer only while its request is pending, and only a
      * dead peer leaves one pending; the job is over then. */
-    ok = rm_wait_all(rm, ireq, (int)nireq, RM_PACE_DATA, NULL, 0, what, err);
+    /* A small image's sends complete once each agent took its bytes, and
+     * with more agents than cores they take turns on the cores: a wait
+     * that never yields would keep one of them from its turn.  A big one
+     * moves only while the controller tests. */
+    ok = rm_wait_all(rm, ireq, (int)nireq, small ? RM_PACE_REPLY : RM_PACE_DATA,
+                     NULL, 0, what, err);
     ts2 = rig_now_ns();
     if (!ok) {
         goto out;
