@@ -50,7 +50,9 @@
  * (target: warm image >= 0.9 x bcast) and whether each remote step costs
  * at most the local one plus 2 round trips, against both baselines
  * ("local" and "every"), and the median over the rounds of each round's
- * remote step less its "every" step (paired by round).  The first line
+ * remote step less its "every" step (paired by round), and the parts of
+ * the remote load that are CPU work, not waits (rig_remote_load_info:
+ * check_ms, receive_ms, prepare_ms).  The first line
  * gives the machine's load average (/proc/loadavg) at the start and the
  * last at the end: figures taken beside other work say little about
  * quiet machines.  RIG_BENCH_VERBOSE=1 prints
@@ -287,6 +289,9 @@ int main(int argc, char **argv)
     double *s_estart = calloc((size_t)rounds, sizeof(double));
     double *s_dload = calloc((size_t)rounds, sizeof(double));
     double *s_dlaunch = calloc((size_t)rounds, sizeof(double));
+    double *s_tcheck = calloc((size_t)rounds, sizeof(double));
+    double *s_trecv = calloc((size_t)rounds, sizeof(double));
+    double *s_tprep = calloc((size_t)rounds, sizeof(double));
     rig_remote_options opt;
     rig_remote_options_init(&opt);
     opt.executors = 1u << MESH_BACKEND_NATIVE;
@@ -333,6 +338,9 @@ int main(int argc, char **argv)
                 die("unloading rtiny", err);
             }
             s_load[r] = t1 - t0;
+            s_tcheck[r] = info.check_ms;
+            s_trecv[r] = info.receive_ms;
+            s_tprep[r] = info.prepare_ms;
             if (verbose) {
                 printf("round %d: tiny load %.3f ms: controller to command "
                        "sent %.3f (hash %.3f), agent receive %.3f, agent "
@@ -441,6 +449,15 @@ int main(int argc, char **argv)
         printf("%-34s%12.3f\n", "MPI_Bcast+MPI_Gather 64 B (rt)", rt);
         printf("%-34s%12.3f\n", "the same, Bcast of rtiny (rt_p)", rtp);
         printf("%-34s%12.3f\n", "load rtiny, every agent", load);
+        /* Its parts that are CPU work, not waits: what the controller does
+         * before its command leaves (checks, hash, the message), and the
+         * slowest agent's receipt and prepare. */
+        printf("%-34s%12.3f\n", "  controller before the command",
+               median(s_tcheck, rounds));
+        printf("%-34s%12.3f\n", "  agent receipt (slowest)",
+               median(s_trecv, rounds));
+        printf("%-34s%12.3f\n", "  agent prepare (slowest)",
+               median(s_tprep, rounds));
         double eprep = median(s_eprep, rounds);
         double estart = median(s_estart, rounds);
         double dload = median(s_dload, rounds);
@@ -502,6 +519,9 @@ int main(int argc, char **argv)
     free(s_estart);
     free(s_dload);
     free(s_dlaunch);
+    free(s_tcheck);
+    free(s_trecv);
+    free(s_tprep);
     free(buf);
     rig_job_close(job);
     MPI_Finalize();
