@@ -490,6 +490,8 @@ int main(int argc, char **argv)
                "round: remote - every = %.3f ms vs 2 rt = %.3f ms (%s)\n",
                load, eprep + 2 * rt, load <= eprep + 2 * rt ? "met" : "missed",
                dload, 2 * rt, dload <= 2 * rt ? "met" : "missed");
+        printf("load: %.3f ms vs every + rt_p + rt = %.3f ms (%s)\n", load,
+               eprep + rtp + rt, load <= eprep + rtp + rt ? "met" : "missed");
         printf("launch: %.3f ms vs every + 2 rt = %.3f ms (%s); paired by "
                "round: remote - every = %.3f ms vs 2 rt = %.3f ms (%s)\n",
                launch, estart + 2 * rt,
