@@ -40,6 +40,14 @@
  * ucp_put_handler) when a software put met an endpoint that had failed.
  * (The handler still takes a rendezvous, landing it straight in the
  * inbound copy, should UCX ever choose one.)
+ * A large run sent as several messages of at most 256 KiB each, so that
+ * UCX's receive buffer would stay in the cache for the handler's copy,
+ * lost (1 MiB runs across 2 simulated hosts at a load of 7-10, one
+ * perf-sampled run each): the handler's copy took as many samples per
+ * MiB or more (+3% with the 2 MiB segment, +34% with one of 257 KiB), and
+ * a receiver still checking run k found the first parts of run k + 2
+ * over it (one progress call lands every part the socket holds) and
+ * waited for a drive to bring the rest.
  *
  * Ordering.  A rendezvous may land after an eager message sent later, so
  * `arrived` moves in the order of the messages: each landed message's
