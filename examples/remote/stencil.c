@@ -4,7 +4,7 @@
  *
  *   mpirun -np 4 stencil [--steps 1000] [--rows 386] [--cols 512]
  *                        [--executor native|wasm] [--repeat 3]
- *                        [--programs DIR] [--no-mpi] [--verbose]
+ *                        [--programs DIR] [--no-mpi] [--no-rails] [--verbose]
  *
  * Rank 0 is the controller, every other rank an agent (rig/remote.h).
  * The controller makes a halo rail between each pair of neighbouring
@@ -52,7 +52,7 @@
 typedef struct {
     uint32_t steps, rows, cols, repeat;
     const char *executor, *programs;
-    bool mpi, verbose;
+    bool rails, mpi, verbose;
 } options;
 
 static int me, size;
@@ -81,11 +81,16 @@ static bool parse(int argc, char **argv, options *o)
                    .repeat = 3,
                    .executor = "native",
                    .programs = STENCIL_PROGRAMS,
+                   .rails = true,
                    .mpi = true};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (strcmp(a, "--no-mpi") == 0) {
             o->mpi = false;
+            continue;
+        }
+        if (strcmp(a, "--no-rails") == 0) {
+            o->rails = false;
             continue;
         }
         if (strcmp(a, "--verbose") == 0) {
@@ -112,7 +117,8 @@ static bool parse(int argc, char **argv, options *o)
             return false;
         }
     }
-    return o->steps > 0 && o->cols >= 3 && o->repeat > 0 && o->repeat < 1000 &&
+    return (o->rails || o->mpi) && o->steps > 0 && o->cols >= 3 &&
+           o->repeat > 0 && o->repeat < 1000 &&
            (strcmp(o->executor, "native") == 0 ||
             strcmp(o->executor, "wasm") == 0);
 }
@@ -461,19 +467,6 @@ static bool mpi_round(MPI_Comm work, const options *o, const double *ref,
 static void report(const options *o, const double *rails, const double *mpi)
 {
     uint32_t n = o->repeat;
-    if (!o->mpi) {
-        double *r = malloc(n * sizeof(*r));
-        if (r == NULL) {
-            die("the report", strdup("nomem"));
-        }
-        memcpy(r, rails, n * sizeof(*r));
-        printf("stencil ok: %s, %d blocks of a %u x %u grid, %u steps: "
-               "rails %.2f us/step (median of %u)\n",
-               o->executor, size - 1, o->rows, o->cols, o->steps, median(r, n),
-               n);
-        free(r);
-        return;
-    }
     double *r = malloc(n * sizeof(*r)), *m = malloc(n * sizeof(*m));
     double *q = malloc(n * sizeof(*q));
     if (r == NULL || m == NULL || q == NULL) {
@@ -485,11 +478,17 @@ static void report(const options *o, const double *rails, const double *mpi)
         q[i] = rails[i] / mpi[i];
     }
     double rm = median(r, n), mm = median(m, n), qm = median(q, n);
-    printf("stencil ok: %s, %d blocks of a %u x %u grid, %u steps: "
-           "rails %.2f us/step, MPI %.2f us/step (%.2fx MPI's; medians of "
-           "%u); paired by round: %.2fx (%.2f-%.2fx)\n",
-           o->executor, size - 1, o->rows, o->cols, o->steps, rm, mm, rm / mm,
-           n, qm, q[0], q[n - 1]);
+    printf("stencil ok: %s, %d blocks of a %u x %u grid, %u steps: ",
+           o->executor, size - 1, o->rows, o->cols, o->steps);
+    if (o->rails && o->mpi) {
+        printf("rails %.2f us/step, MPI %.2f us/step (%.2fx MPI's; medians "
+               "of %u); paired by round: %.2fx (%.2f-%.2fx)\n",
+               rm, mm, rm / mm, n, qm, q[0], q[n - 1]);
+    } else if (o->rails) {
+        printf("rails %.2f us/step (median of %u)\n", rm, n);
+    } else {
+        printf("MPI %.2f us/step (median of %u)\n", mm, n);
+    }
     free(r);
     free(m);
     free(q);
@@ -507,7 +506,7 @@ int main(int argc, char **argv)
             fprintf(stderr,
                     "usage: stencil [--steps N] [--rows R] [--cols C] "
                     "[--executor native|wasm] [--repeat K] [--programs DIR] "
-                    "[--no-mpi] [--verbose]\n");
+                    "[--no-mpi] [--no-rails] [--verbose]\n");
         }
         MPI_Finalize();
         return 2;
@@ -543,7 +542,9 @@ int main(int argc, char **argv)
     for (uint32_t rep = 0; rep < o.repeat; rep++) {
         for (int half = 0; half < 2; half++) {
             if ((half == 0) == (rep % 2 == 0)) {
-                same = rails_round(job, &o, ref, &rails[rep]) && same;
+                if (o.rails) {
+                    same = rails_round(job, &o, ref, &rails[rep]) && same;
+                }
             } else if (o.mpi) {
                 same = mpi_round(work, &o, ref, &mpi[rep]) && same;
             }
@@ -551,7 +552,7 @@ int main(int argc, char **argv)
         if (me == 0 && o.verbose) {
             printf("round %u: rails %.2f us/step, MPI %.2f us/step (%.2fx)\n",
                    rep, rails[rep], mpi[rep],
-                   o.mpi ? rails[rep] / mpi[rep] : 0.0);
+                   o.mpi && o.rails ? rails[rep] / mpi[rep] : 0.0);
             fflush(stdout);
         }
     }
