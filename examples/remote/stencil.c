@@ -4,7 +4,8 @@
  *
  *   mpirun -np 4 stencil [--steps 1000] [--rows 386] [--cols 512]
  *                        [--executor native|wasm] [--repeat 3]
- *                        [--programs DIR] [--no-mpi] [--no-rails] [--verbose]
+ *                        [--programs DIR] [--compare DIR] [--no-mpi]
+ *                        [--no-rails] [--verbose]
  *
  * Rank 0 is the controller, every other rank an agent (rig/remote.h).
  * The controller makes a halo rail between each pair of neighbouring
@@ -51,7 +52,7 @@
 
 typedef struct {
     uint32_t steps, rows, cols, repeat;
-    const char *executor, *programs;
+    const char *executor, *programs, *compare;
     bool rails, mpi, verbose;
 } options;
 
@@ -113,12 +114,14 @@ static bool parse(int argc, char **argv, options *o)
             o->executor = v;
         } else if (strcmp(a, "--programs") == 0) {
             o->programs = v;
+        } else if (strcmp(a, "--compare") == 0) {
+            o->compare = v;
         } else {
             return false;
         }
     }
-    return (o->rails || o->mpi) && o->steps > 0 && o->cols >= 3 &&
-           o->repeat > 0 && o->repeat < 1000 &&
+    return (o->rails || o->mpi) && (o->compare == NULL || o->rails) &&
+           o->steps > 0 && o->cols >= 3 && o->repeat > 0 && o->repeat < 1000 &&
            (strcmp(o->executor, "native") == 0 ||
             strcmp(o->executor, "wasm") == 0);
 }
@@ -494,6 +497,27 @@ static void report(const options *o, const double *rails, const double *mpi)
     free(q);
 }
 
+/* --compare: the other programs' rails runs against the first's. */
+static void report_compare(const options *o, const double *rails,
+                           const double *cmp)
+{
+    uint32_t n = o->repeat;
+    double *c = malloc(n * sizeof(*c)), *q = malloc(n * sizeof(*q));
+    if (c == NULL || q == NULL) {
+        die("the report", strdup("nomem"));
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        c[i] = cmp[i];
+        q[i] = cmp[i] / rails[i];
+    }
+    double cm = median(c, n), qm = median(q, n);
+    printf("compared: %s: rails %.2f us/step (median of %u); against %s "
+           "paired by round: %.2fx (%.2f-%.2fx)\n",
+           o->compare, cm, n, o->programs, qm, q[0], q[n - 1]);
+    free(c);
+    free(q);
+}
+
 int main(int argc, char **argv)
 {
     int provided = 0;
@@ -506,7 +530,7 @@ int main(int argc, char **argv)
             fprintf(stderr,
                     "usage: stencil [--steps N] [--rows R] [--cols C] "
                     "[--executor native|wasm] [--repeat K] [--programs DIR] "
-                    "[--no-mpi] [--no-rails] [--verbose]\n");
+                    "[--compare DIR] [--no-mpi] [--no-rails] [--verbose]\n");
         }
         MPI_Finalize();
         return 2;
@@ -527,7 +551,8 @@ int main(int argc, char **argv)
     }
     double *rails = calloc(o.repeat, sizeof(*rails));
     double *mpi = calloc(o.repeat, sizeof(*mpi));
-    if (rails == NULL || mpi == NULL) {
+    double *cmp = calloc(o.repeat, sizeof(*cmp));
+    if (rails == NULL || mpi == NULL || cmp == NULL) {
         die("the rounds", strdup("nomem"));
     }
     double *ref = me == 0 ? serial(&o) : NULL;
@@ -535,24 +560,34 @@ int main(int argc, char **argv)
     if (o.mpi) {
         MPI_Comm_split(MPI_COMM_WORLD, me > 0 ? 1 : MPI_UNDEFINED, me, &work);
     }
-    /* Rounds: a rails run and an MPI run each, the order alternating, so
-     * that the two of a round share the machine's load of that moment and
-     * neither always goes first. */
+    /* Rounds: a rails run and an MPI run each (and a rails run of the
+     * --compare programs), the order rotating, so that the runs of a
+     * round share the machine's load of that moment and none always goes
+     * first. */
     bool same = true;
+    options other = o;
+    other.programs = o.compare;
+    int runs = o.compare != NULL ? 3 : 2;
     for (uint32_t rep = 0; rep < o.repeat; rep++) {
-        for (int half = 0; half < 2; half++) {
-            if ((half == 0) == (rep % 2 == 0)) {
-                if (o.rails) {
-                    same = rails_round(job, &o, ref, &rails[rep]) && same;
-                }
-            } else if (o.mpi) {
+        for (int k = 0; k < runs; k++) {
+            int which = (k + (int)rep) % runs;
+            if (which == 0 && o.rails) {
+                same = rails_round(job, &o, ref, &rails[rep]) && same;
+            } else if (which == 1 && o.mpi) {
                 same = mpi_round(work, &o, ref, &mpi[rep]) && same;
+            } else if (which == 2) {
+                same = rails_round(job, &other, ref, &cmp[rep]) && same;
             }
         }
         if (me == 0 && o.verbose) {
-            printf("round %u: rails %.2f us/step, MPI %.2f us/step (%.2fx)\n",
+            printf("round %u: rails %.2f us/step, MPI %.2f us/step (%.2fx)",
                    rep, rails[rep], mpi[rep],
                    o.mpi && o.rails ? rails[rep] / mpi[rep] : 0.0);
+            if (o.compare != NULL) {
+                printf(", compared %.2f us/step (%.2fx the rails')", cmp[rep],
+                       cmp[rep] / rails[rep]);
+            }
+            printf("\n");
             fflush(stdout);
         }
     }
@@ -564,12 +599,16 @@ int main(int argc, char **argv)
     if (me == 0) {
         if (ok) {
             report(&o, rails, mpi);
+            if (o.compare != NULL) {
+                report_compare(&o, rails, cmp);
+            }
         } else {
             printf("stencil FAILED: a grid differs from the serial one\n");
         }
     }
     free(rails);
     free(mpi);
+    free(cmp);
     free(ref);
     rig_job_close(job);
     MPI_Finalize();
