@@ -288,10 +288,15 @@ static bool end_attach(mesh_worker *w, uint32_t i, char **err)
         }
     }
     e->mapped = true;
-    /* This node wakes the peer end's sleepers from now on (carry). */
-    atomic_fetch_add_explicit(word_at(e->peer_counts, W_WAKERS_AT), 1,
-                              memory_order_relaxed);
-    e->waking = true;
+    /* This node wakes the peer end's sleepers from now on (carry), unless
+     * RIG_MESH_NODE_WAKE=off: then the peer's waits yield and nap as
+     * before (to measure one against the other). */
+    const char *v = getenv("RIG_MESH_NODE_WAKE");
+    if (v == NULL || (strcmp(v, "off") != 0 && strcmp(v, "0") != 0)) {
+        atomic_fetch_add_explicit(word_at(e->peer_counts, W_WAKERS_AT), 1,
+                                  memory_order_relaxed);
+        e->waking = true;
+    }
     return true;
 }
 
