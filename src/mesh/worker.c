@@ -779,10 +779,12 @@ static inline void relax(void)
  * the stencil example's rails steps read a median of 294 us with yields
  * and naps against 264 us sleeping after 100 us of yields and a median
  * of 441 us against 374 us sleeping after 8 yields (20 rounds each,
- * interleaved in one run); sleeping once a yield ran other work reads as
- * sleeping after 8 yields.  The sleep is bounded (WAIT_FUTEX_NS) and the
- * halt and the parent are looked at before each, as the naps do: a
- * failure or a halt wakes nobody. */
+ * interleaved in one run); sleeping once a yield ran other work read
+ * 316 against 329 us over 50 rounds (0.91x paired, 54% of the rounds
+ * faster): under such load, close to the noise; RIG_MESH_NODE_WAKE=off
+ * (end_attach) compares the two.  The sleep is bounded (WAIT_FUTEX_NS)
+ * and the halt and the parent are looked at before each, as the naps
+ * do: a failure or a halt wakes nobody. */
 #define WAIT_SPINS 4096u
 #define WAIT_YIELD_NS 2000000ull
 #define WAIT_SLEEP_NS 50000L
