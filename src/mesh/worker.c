@@ -288,11 +288,11 @@ static bool end_attach(mesh_worker *w, uint32_t i, char **err)
         }
     }
     e->mapped = true;
-    /* This node wakes the peer end's sleepers from now on (carry), unless
-     * RIG_MESH_NODE_WAKE=off: then the peer's waits yield and nap as
-     * before (to measure one against the other). */
+    /* With RIG_MESH_NODE_WAKE=on this node wakes the peer end's sleepers
+     * from now on (carry), and the peer's waits sleep until it does (see
+     * the waits below); by default they yield and nap. */
     const char *v = getenv("RIG_MESH_NODE_WAKE");
-    if (v == NULL || (strcmp(v, "off") != 0 && strcmp(v, "0") != 0)) {
+    if (v != NULL && (strcmp(v, "on") == 0 || strcmp(v, "1") == 0)) {
         atomic_fetch_add_explicit(word_at(e->peer_counts, W_WAKERS_AT), 1,
                                   memory_order_relaxed);
         e->waking = true;
@@ -765,10 +765,11 @@ static inline void relax(void)
  * stays a loop of loads (as the host's waits are) and still notices a
  * lost parent within a millisecond or so.
  *
- * A wait for `arrived` of an end that a node carries into (its wakers,
- * W_WAKERS_AT) sleeps on a futex instead of yielding, and the carrying
- * node wakes it as it raises the count (carry): it wakes when the bytes
- * are there, not at its next look.  It sleeps so once a yield ran other
+ * With RIG_MESH_NODE_WAKE=on (end_attach), a wait for `arrived` of an
+ * end that a node carries into (its wakers, W_WAKERS_AT) sleeps on a
+ * futex instead of yielding, and the carrying node wakes it as it raises
+ * the count (carry): it wakes when the bytes are there, not at its next
+ * look.  It sleeps so once a yield ran other
  * work (a look WAIT_SHARED_NS after the last: the core is shared), or
  * after WAIT_FUTEX_AFTER_NS of yields that ran nothing (a core of its
  * own: yielding costs nobody there, and a wake would cost a peer that
@@ -781,10 +782,14 @@ static inline void relax(void)
  * of 441 us against 374 us sleeping after 8 yields (20 rounds each,
  * interleaved in one run); sleeping once a yield ran other work read
  * 316 against 329 us over 50 rounds (0.91x paired, 54% of the rounds
- * faster): under such load, close to the noise; RIG_MESH_NODE_WAKE=off
- * (end_attach) compares the two.  The sleep is bounded (WAIT_FUTEX_NS)
- * and the halt and the parent are looked at before each, as the naps
- * do: a failure or a halt wakes nobody. */
+ * faster).  But at loads of 2-5, where the nodes have the cores to
+ * themselves more often, it read 0.92, 0.97, 1.12 and 1.10x the yields'
+ * step (21-25 rounds each): a wake-up costs more than a yield that hands
+ * the core straight to the other node.  So it is not the default; the
+ * switch lets a quiet machine and a loaded one be measured with the
+ * example's --compare or by alternating runs.  The sleep is bounded
+ * (WAIT_FUTEX_NS) and the halt and the parent are looked at before each,
+ * as the naps do: a failure or a halt wakes nobody. */
 #define WAIT_SPINS 4096u
 #define WAIT_YIELD_NS 2000000ull
 #define WAIT_SLEEP_NS 50000L
