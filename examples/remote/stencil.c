@@ -4,7 +4,8 @@
  *
  *   mpirun -np 4 stencil [--steps 1000] [--rows 386] [--cols 512]
  *                        [--executor native|wasm] [--repeat 3]
- *                        [--programs DIR] [--no-mpi]
+ *                        [--programs DIR] [--compare DIR] [--no-mpi]
+ *                        [--no-rails] [--verbose]
  *
  * Rank 0 is the controller, every other rank an agent (rig/remote.h).
  * The controller makes a halo rail between each pair of neighbouring
@@ -14,14 +15,20 @@
  * the programs exchange halos for --steps steps with no controller
  * involvement; the controller then reads every block from the result
  * rails and checks the grid bit for bit against its own serial
- * computation.  Then every rank runs the same stencil as a plain MPI code
- * (MPI_Isend/MPI_Irecv halos between ranks 1..N-1, the same blocks, rank 0
- * handing out the start and gathering the rows), checked the same way.
- * Each is timed by rank 0, start handed out to last row in, --repeat
- * times; the medians are printed:
+ * computation.  Every rank also runs the same stencil as a plain MPI
+ * code (MPI_Isend/MPI_Irecv halos between ranks 1..N-1, the same blocks,
+ * rank 0 handing out the start and gathering the rows), checked the same
+ * way.  Each is timed by rank 0, start handed out to last row in.  They
+ * run in --repeat rounds of one rails run and one MPI run, the order
+ * alternating (a rails round opens the remote layer, loads, launches once
+ * and closes the layer, so that no agent serves during the MPI run):
+ * the two runs of a round share that moment's load of the machine.  The
+ * medians of each and of the rounds' ratios are printed (--verbose: every
+ * round too):
  *
  *   stencil ok: native, 3 blocks of a 386 x 512 grid, 1000 steps:
- *   rails 123.4 us/step, MPI 130.2 us/step (0.95x MPI's)
+ *   rails 123.4 us/step, MPI 130.2 us/step (0.95x MPI's; medians of 3);
+ *   paired by round: 0.94x (0.90-0.99x)
  *
  * Exit status 0 when every grid matched, 1 otherwise. */
 #include "stencil_kernel.h"
@@ -45,8 +52,8 @@
 
 typedef struct {
     uint32_t steps, rows, cols, repeat;
-    const char *executor, *programs;
-    bool mpi;
+    const char *executor, *programs, *compare;
+    bool rails, mpi, verbose;
 } options;
 
 static int me, size;
@@ -75,11 +82,20 @@ static bool parse(int argc, char **argv, options *o)
                    .repeat = 3,
                    .executor = "native",
                    .programs = STENCIL_PROGRAMS,
+                   .rails = true,
                    .mpi = true};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (strcmp(a, "--no-mpi") == 0) {
             o->mpi = false;
+            continue;
+        }
+        if (strcmp(a, "--no-rails") == 0) {
+            o->rails = false;
+            continue;
+        }
+        if (strcmp(a, "--verbose") == 0) {
+            o->verbose = true;
             continue;
         }
         if (v == NULL) {
@@ -98,11 +114,14 @@ static bool parse(int argc, char **argv, options *o)
             o->executor = v;
         } else if (strcmp(a, "--programs") == 0) {
             o->programs = v;
+        } else if (strcmp(a, "--compare") == 0) {
+            o->compare = v;
         } else {
             return false;
         }
     }
-    return o->steps > 0 && o->cols >= 3 && o->repeat > 0 && o->repeat < 1000 &&
+    return (o->rails || o->mpi) && (o->compare == NULL || o->rails) &&
+           o->steps > 0 && o->cols >= 3 && o->repeat > 0 && o->repeat < 1000 &&
            (strcmp(o->executor, "native") == 0 ||
             strcmp(o->executor, "wasm") == 0);
 }
@@ -193,8 +212,9 @@ static bool wait_rows(const rig_end *e, uint64_t c)
     }
 }
 
-/* The controller's runs: medians of us/step into *us; false when a grid
- * differed. */
+/* The controller's part of one rails round: the rails made, the program
+ * loaded, launched once and timed (us/step into *us), the grid checked,
+ * everything released; false when the grid differed. */
 static bool controller(rig_remote *rm, const options *o, const double *ref,
                        double *us)
 {
@@ -218,9 +238,8 @@ static bool controller(rig_remote *rm, const options *o, const double *ref,
     rig_remote_end *ends = calloc(3 * agents, sizeof(*ends));
     uint32_t *row0 = calloc(agents + 1, sizeof(*row0));
     uint32_t *n = calloc(agents + 1, sizeof(*n));
-    double *times = calloc(o->repeat, sizeof(*times));
     if (halos == NULL || results == NULL || ends == NULL || row0 == NULL ||
-        n == NULL || times == NULL) {
+        n == NULL) {
         die("the controller's tables", strdup("nomem"));
     }
     size_t nends = 0;
@@ -253,49 +272,46 @@ static bool controller(rig_remote *rm, const options *o, const double *ref,
         die("loading the stencil", err);
     }
     bool same = true;
-    for (uint32_t rep = 0; rep < o->repeat; rep++) {
-        if (!rig_remote_launch(rm, prog, 1, &err)) {
-            die("launching the stencil", err);
+    if (!rig_remote_launch(rm, prog, 1, &err)) {
+        die("launching the stencil", err);
+    }
+    /* Every program is online and waits for its parameters. */
+    uint64_t t0 = now_ns();
+    for (uint32_t k = 1; k <= agents; k++) {
+        rig_end *e = rig_rail_local(results[k]);
+        stencil_params p = {.magic = STENCIL_MAGIC,
+                            .rows = o->rows,
+                            .cols = o->cols,
+                            .steps = o->steps,
+                            .row0 = row0[k],
+                            .nrows = n[k],
+                            .launch = 0,
+                            .base = 0};
+        memcpy(rig_area_copy(rig_end_outbound(e), 0).base, &p, sizeof(p));
+        rig_end_ready(e, 1);
+    }
+    for (uint32_t k = 1; k <= agents; k++) {
+        if (!wait_rows(rig_rail_local(results[k]), 1)) {
+            die("waiting for a block", strdup("failed: the rail failed"));
         }
-        /* Every program is online and waits for its parameters. */
-        uint64_t t0 = now_ns();
-        for (uint32_t k = 1; k <= agents; k++) {
-            rig_end *e = rig_rail_local(results[k]);
-            stencil_params p = {.magic = STENCIL_MAGIC,
-                                .rows = o->rows,
-                                .cols = o->cols,
-                                .steps = o->steps,
-                                .row0 = row0[k],
-                                .nrows = n[k],
-                                .launch = rep,
-                                .base = (uint64_t)rep * o->steps};
-            memcpy(rig_area_copy(rig_end_outbound(e), rep % 2).base, &p,
-                   sizeof(p));
-            rig_end_ready(e, rep + 1);
+    }
+    *us = (double)(now_ns() - t0) / 1e3 / o->steps;
+    for (uint32_t k = 1; k <= agents; k++) {
+        rig_area in =
+            rig_area_copy(rig_end_inbound(rig_rail_local(results[k])), 0);
+        long at = differs(ref, o, row0[k], n[k], (const double *)in.base);
+        if (at >= 0) {
+            fprintf(stderr,
+                    "stencil: rails: block %u differs from the serial grid "
+                    "at row %lu, column %lu\n",
+                    k, row0[k] + (unsigned long)at / o->cols,
+                    (unsigned long)at % o->cols);
+            same = false;
         }
-        for (uint32_t k = 1; k <= agents; k++) {
-            if (!wait_rows(rig_rail_local(results[k]), rep + 1)) {
-                die("waiting for a block", strdup("failed: the rail failed"));
-            }
-        }
-        times[rep] = (double)(now_ns() - t0) / 1e3 / o->steps;
-        for (uint32_t k = 1; k <= agents; k++) {
-            rig_area in = rig_area_copy(
-                rig_end_inbound(rig_rail_local(results[k])), rep % 2);
-            long at = differs(ref, o, row0[k], n[k], (const double *)in.base);
-            if (at >= 0) {
-                fprintf(stderr,
-                        "stencil: rails, launch %u: block %u differs from "
-                        "the serial grid at row %lu, column %lu\n",
-                        rep, k, row0[k] + (unsigned long)at / o->cols,
-                        (unsigned long)at % o->cols);
-                same = false;
-            }
-        }
-        if (!rig_remote_wait(rm, prog, 60000, &err) ||
-            !rig_remote_halt(rm, prog, &err)) {
-            die("the stencil's end", err);
-        }
+    }
+    if (!rig_remote_wait(rm, prog, 60000, &err) ||
+        !rig_remote_halt(rm, prog, &err)) {
+        die("the stencil's end", err);
     }
     if (!rig_remote_unload(rm, prog, &err)) {
         die("unloading the stencil", err);
@@ -306,13 +322,11 @@ static bool controller(rig_remote *rm, const options *o, const double *ref,
         }
         rig_rail_release(results[k]);
     }
-    *us = median(times, o->repeat);
     free(halos);
     free(results);
     free(ends);
     free(row0);
     free(n);
-    free(times);
     return same;
 }
 
@@ -372,15 +386,15 @@ static void wait_all(int n, MPI_Request *reqs)
     }
 }
 
-/* Rank 0 of the MPI runs: medians into *us; false when a grid differed. */
+/* Rank 0 of one MPI round: us/step into *us; false when the grid
+ * differed. */
 static bool mpi_root(const options *o, const double *ref, double *us)
 {
     uint32_t blocks = (uint32_t)size - 1;
-    double *times = calloc(o->repeat, sizeof(*times));
     stencil_params *p = calloc(blocks, sizeof(*p));
     double **rows = calloc(blocks, sizeof(*rows));
     MPI_Request *reqs = calloc(2 * (size_t)blocks, sizeof(*reqs));
-    if (times == NULL || p == NULL || rows == NULL || reqs == NULL) {
+    if (p == NULL || rows == NULL || reqs == NULL) {
         die("the MPI runs", strdup("nomem"));
     }
     bool same = true;
@@ -392,38 +406,116 @@ static bool mpi_root(const options *o, const double *ref, double *us)
             die("the MPI runs", strdup("nomem"));
         }
     }
-    for (uint32_t rep = 0; rep < o->repeat; rep++) {
-        MPI_Barrier(MPI_COMM_WORLD);
-        uint64_t t0 = now_ns();
-        for (uint32_t k = 0; k < blocks; k++) {
-            MPI_Irecv(rows[k], (int)(p[k].nrows * o->cols), MPI_DOUBLE,
-                      (int)k + 1, TAG_ROWS, MPI_COMM_WORLD, &reqs[k]);
-            MPI_Isend(&p[k], (int)sizeof(p[k]), MPI_BYTE, (int)k + 1,
-                      TAG_PARAMS, MPI_COMM_WORLD, &reqs[blocks + k]);
-        }
-        wait_all(2 * (int)blocks, reqs);
-        times[rep] = (double)(now_ns() - t0) / 1e3 / o->steps;
-        for (uint32_t k = 0; k < blocks; k++) {
-            long at = differs(ref, o, p[k].row0, p[k].nrows, rows[k]);
-            if (at >= 0) {
-                fprintf(stderr,
-                        "stencil: MPI, run %u: block %u differs from the "
-                        "serial grid at row %lu, column %lu\n",
-                        rep, k + 1, p[k].row0 + (unsigned long)at / o->cols,
-                        (unsigned long)at % o->cols);
-                same = false;
-            }
-        }
-    }
-    *us = median(times, o->repeat);
+    MPI_Barrier(MPI_COMM_WORLD);
+    uint64_t t0 = now_ns();
     for (uint32_t k = 0; k < blocks; k++) {
+        MPI_Irecv(rows[k], (int)(p[k].nrows * o->cols), MPI_DOUBLE, (int)k + 1,
+                  TAG_ROWS, MPI_COMM_WORLD, &reqs[k]);
+        MPI_Isend(&p[k], (int)sizeof(p[k]), MPI_BYTE, (int)k + 1, TAG_PARAMS,
+                  MPI_COMM_WORLD, &reqs[blocks + k]);
+    }
+    wait_all(2 * (int)blocks, reqs);
+    *us = (double)(now_ns() - t0) / 1e3 / o->steps;
+    for (uint32_t k = 0; k < blocks; k++) {
+        long at = differs(ref, o, p[k].row0, p[k].nrows, rows[k]);
+        if (at >= 0) {
+            fprintf(stderr,
+                    "stencil: MPI: block %u differs from the serial grid at "
+                    "row %lu, column %lu\n",
+                    k + 1, p[k].row0 + (unsigned long)at / o->cols,
+                    (unsigned long)at % o->cols);
+            same = false;
+        }
         free(rows[k]);
     }
     free(rows);
     free(p);
     free(reqs);
-    free(times);
     return same;
+}
+
+/* One rails round on every rank: the remote layer opened, the controller's
+ * run (controller) while the agents serve, the layer closed -- so that
+ * the MPI round after it runs with no agent serving. */
+static bool rails_round(rig_job *job, const options *o, const double *ref,
+                        double *us)
+{
+    char *err = NULL;
+    rig_remote *rm = NULL;
+    if (!rig_remote_open(job, MPI_COMM_WORLD, NULL, &rm, &err)) {
+        die("rig_remote_open", err);
+    }
+    bool same = true;
+    if (me == 0) {
+        same = controller(rm, o, ref, us);
+    } else if (!rig_remote_serve(rm, &err)) {
+        die("serving the controller", err);
+    }
+    rig_remote_close(rm);
+    return same;
+}
+
+/* One MPI round on every rank. */
+static bool mpi_round(MPI_Comm work, const options *o, const double *ref,
+                      double *us)
+{
+    if (me == 0) {
+        return mpi_root(o, ref, us);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    mpi_block(work, o);
+    return true;
+}
+
+static void report(const options *o, const double *rails, const double *mpi)
+{
+    uint32_t n = o->repeat;
+    double *r = malloc(n * sizeof(*r)), *m = malloc(n * sizeof(*m));
+    double *q = malloc(n * sizeof(*q));
+    if (r == NULL || m == NULL || q == NULL) {
+        die("the report", strdup("nomem"));
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        r[i] = rails[i];
+        m[i] = mpi[i];
+        q[i] = rails[i] / mpi[i];
+    }
+    double rm = median(r, n), mm = median(m, n), qm = median(q, n);
+    printf("stencil ok: %s, %d blocks of a %u x %u grid, %u steps: ",
+           o->executor, size - 1, o->rows, o->cols, o->steps);
+    if (o->rails && o->mpi) {
+        printf("rails %.2f us/step, MPI %.2f us/step (%.2fx MPI's; medians "
+               "of %u); paired by round: %.2fx (%.2f-%.2fx)\n",
+               rm, mm, rm / mm, n, qm, q[0], q[n - 1]);
+    } else if (o->rails) {
+        printf("rails %.2f us/step (median of %u)\n", rm, n);
+    } else {
+        printf("MPI %.2f us/step (median of %u)\n", mm, n);
+    }
+    free(r);
+    free(m);
+    free(q);
+}
+
+/* --compare: the other programs' rails runs against the first's. */
+static void report_compare(const options *o, const double *rails,
+                           const double *cmp)
+{
+    uint32_t n = o->repeat;
+    double *c = malloc(n * sizeof(*c)), *q = malloc(n * sizeof(*q));
+    if (c == NULL || q == NULL) {
+        die("the report", strdup("nomem"));
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        c[i] = cmp[i];
+        q[i] = cmp[i] / rails[i];
+    }
+    double cm = median(c, n), qm = median(q, n);
+    printf("compared: %s: rails %.2f us/step (median of %u); against %s "
+           "paired by round: %.2fx (%.2f-%.2fx)\n",
+           o->compare, cm, n, o->programs, qm, q[0], q[n - 1]);
+    free(c);
+    free(q);
 }
 
 int main(int argc, char **argv)
@@ -438,7 +530,7 @@ int main(int argc, char **argv)
             fprintf(stderr,
                     "usage: stencil [--steps N] [--rows R] [--cols C] "
                     "[--executor native|wasm] [--repeat K] [--programs DIR] "
-                    "[--no-mpi]\n");
+                    "[--compare DIR] [--no-mpi] [--no-rails] [--verbose]\n");
         }
         MPI_Finalize();
         return 2;
@@ -454,54 +546,69 @@ int main(int argc, char **argv)
     }
     char *err = NULL;
     rig_job *job = NULL;
-    rig_remote *rm = NULL;
     if (!rig_job_open(MPI_COMM_WORLD, NULL, &job, &err)) {
         die("rig_job_open", err);
     }
-    if (!rig_remote_open(job, MPI_COMM_WORLD, NULL, &rm, &err)) {
-        die("rig_remote_open", err);
+    double *rails = calloc(o.repeat, sizeof(*rails));
+    double *mpi = calloc(o.repeat, sizeof(*mpi));
+    double *cmp = calloc(o.repeat, sizeof(*cmp));
+    if (rails == NULL || mpi == NULL || cmp == NULL) {
+        die("the rounds", strdup("nomem"));
     }
-    bool same = true;
-    double rails_us = 0, mpi_us = 0;
-    double *ref = NULL;
-    if (me == 0) {
-        ref = serial(&o);
-        same = controller(rm, &o, ref, &rails_us);
-    } else if (!rig_remote_serve(rm, &err)) {
-        die("serving the controller", err);
-    }
-    rig_remote_close(rm);
+    double *ref = me == 0 ? serial(&o) : NULL;
+    MPI_Comm work = MPI_COMM_NULL;
     if (o.mpi) {
-        MPI_Comm work;
         MPI_Comm_split(MPI_COMM_WORLD, me > 0 ? 1 : MPI_UNDEFINED, me, &work);
-        if (me == 0) {
-            same = mpi_root(&o, ref, &mpi_us) && same;
-        } else {
-            for (uint32_t rep = 0; rep < o.repeat; rep++) {
-                MPI_Barrier(MPI_COMM_WORLD);
-                mpi_block(work, &o);
+    }
+    /* Rounds: a rails run and an MPI run each (and a rails run of the
+     * --compare programs), the order rotating, so that the runs of a
+     * round share the machine's load of that moment and none always goes
+     * first. */
+    bool same = true;
+    options other = o;
+    other.programs = o.compare;
+    int runs = o.compare != NULL ? 3 : 2;
+    for (uint32_t rep = 0; rep < o.repeat; rep++) {
+        for (int k = 0; k < runs; k++) {
+            int which = (k + (int)rep) % runs;
+            if (which == 0 && o.rails) {
+                same = rails_round(job, &o, ref, &rails[rep]) && same;
+            } else if (which == 1 && o.mpi) {
+                same = mpi_round(work, &o, ref, &mpi[rep]) && same;
+            } else if (which == 2) {
+                same = rails_round(job, &other, ref, &cmp[rep]) && same;
             }
-            MPI_Comm_free(&work);
         }
+        if (me == 0 && o.verbose) {
+            printf("round %u: rails %.2f us/step, MPI %.2f us/step (%.2fx)",
+                   rep, rails[rep], mpi[rep],
+                   o.mpi && o.rails ? rails[rep] / mpi[rep] : 0.0);
+            if (o.compare != NULL) {
+                printf(", compared %.2f us/step (%.2fx the rails')", cmp[rep],
+                       cmp[rep] / rails[rep]);
+            }
+            printf("\n");
+            fflush(stdout);
+        }
+    }
+    if (work != MPI_COMM_NULL) {
+        MPI_Comm_free(&work);
     }
     int ok = same ? 1 : 0;
     MPI_Bcast(&ok, 1, MPI_INT, 0, MPI_COMM_WORLD);
     if (me == 0) {
-        if (ok && o.mpi) {
-            printf("stencil ok: %s, %d blocks of a %u x %u grid, %u steps: "
-                   "rails %.2f us/step, MPI %.2f us/step (%.2fx MPI's; "
-                   "medians of %u)\n",
-                   o.executor, size - 1, o.rows, o.cols, o.steps, rails_us,
-                   mpi_us, rails_us / mpi_us, o.repeat);
-        } else if (ok) {
-            printf("stencil ok: %s, %d blocks of a %u x %u grid, %u steps: "
-                   "rails %.2f us/step (median of %u)\n",
-                   o.executor, size - 1, o.rows, o.cols, o.steps, rails_us,
-                   o.repeat);
+        if (ok) {
+            report(&o, rails, mpi);
+            if (o.compare != NULL) {
+                report_compare(&o, rails, cmp);
+            }
         } else {
             printf("stencil FAILED: a grid differs from the serial one\n");
         }
     }
+    free(rails);
+    free(mpi);
+    free(cmp);
     free(ref);
     rig_job_close(job);
     MPI_Finalize();

@@ -359,7 +359,7 @@ struct rig_remote {
  * command) and RM_PACE_REPLY (the controller waiting for replies) are hot
  * for a short while, yielding the core between tests, then back off to
  * sleeps; RM_PACE_RUN (an agent waiting while its programs run) is hot
- * as RM_PACE_IDLE, then sleeps 1 ms at a time. */
+ * as RM_PACE_IDLE, then sleeps 1 ms, 2, 4, then 8 ms at a time. */
 typedef enum { RM_PACE_DATA, RM_PACE_IDLE, RM_PACE_REPLY, RM_PACE_RUN } rm_pace;
 
 typedef struct {

@@ -39,11 +39,16 @@
  * been quiet for RM_QUIET_NS more, so that an idle agent costs almost
  * nothing: no wait spins when nothing is coming.
  *   RM_PACE_RUN    an agent waiting for a command while its programs run
- *                  is hot as RM_PACE_IDLE, then sleeps 1 ms at once: its
- *                  nodes have the cores, and each shorter nap would wake
- *                  it beside them (rail_latency's program-driven rounds
- *                  of 100-200 ms spent a third of each in 100 us naps).
- *                  The controller sends nothing until the launch ends
+ *                  is hot as RM_PACE_IDLE, then sleeps 1 ms, 2 ms, 4 ms,
+ *                  then RM_RUN_NAP_MAX_NS at a time: its nodes have the
+ *                  cores, and each wake of the agent takes one from them
+ *                  (rail_latency's program-driven rounds of 100-200 ms
+ *                  spent a third of each in 100 us naps; 1 ms naps still
+ *                  woke the three agents of the stencil example 3,000
+ *                  times a second beside its three nodes on 2 cores).
+ *                  A short launch is still seen to end within a ms or
+ *                  two, a long one within RM_RUN_NAP_MAX_NS.  The
+ *                  controller sends nothing until the launch ends
  *                  (rig_remote_wait waits for the agent's word), and the
  *                  end of a launch makes the agent hot again
  *                  (rig_remote_serve), for the query and halt that follow. */
@@ -51,6 +56,8 @@
 #define RM_HOT_IDLE_NS 2000000ull
 #define RM_HOT_REPLY_NS 20000000ull
 #define RM_QUIET_NS 50000000ull
+#define RM_RUN_NAP_NS 1000000L
+#define RM_RUN_NAP_MAX_NS 8000000L
 
 void rm_backoff_reset(rm_backoff *b)
 {
@@ -77,7 +84,9 @@ void rm_backoff_step(rm_backoff *b, rm_pace pace)
     }
     uint32_t nap = b->naps < UINT32_MAX ? b->naps++ : b->naps;
     long ns = nap >= 99 ? 100000 : 1000 * (long)(nap + 1);
-    if (pace == RM_PACE_RUN || quiet - hot > RM_QUIET_NS) {
+    if (pace == RM_PACE_RUN) {
+        ns = nap < 3 ? RM_RUN_NAP_NS << nap : RM_RUN_NAP_MAX_NS;
+    } else if (quiet - hot > RM_QUIET_NS) {
         ns = 1000000;
     }
     struct timespec ts = {0, ns};
