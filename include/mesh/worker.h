@@ -163,10 +163,6 @@ void mesh_end_ready(mesh_end *e, uint64_t c);
 /* Wait until `arrived` (resp. `sent`) >= c, sharing the CPU as the host's
  * waits do (its RIG_WAIT, the table's E_WAIT: by default spin about 4096
  * looks, then yield the core between looks for 2 ms, then sleep 50 us
- * between looks).  With RIG_MESH_NODE_WAKE=on in the host's
- * environment, a wait for `arrived` of an end another node carries into
- * sleeps instead of yielding once a yield ran other work, or after
- * 100 us of yields, until that node's ready wakes it (1 ms at most
  * between looks).  True when reached; false when the rail failed, the
  * slot was halted (mesh_worker_halted), or e is NULL.  Any thread. */
 bool mesh_end_wait_arrived(const mesh_end *e, uint64_t c);

@@ -469,8 +469,9 @@ RIG_API void rig_remote_status_free(rig_remote_status *s, size_t n);
 /* Waits until the launch of program is done on every machine (true), or
  * one crashed ("failed: " with its report), at most timeout_ms (0: no
  * limit; then "timeout: " naming the machines still running).  It waits
- * for the machines' word: an agent looks at its running programs every
- * 1 ms and tells the controller unasked when a launch ends, and the wait,
+ * for the machines' word: an agent looks at its running programs after
+ * 1, 2 and 4 ms, then every 8 ms (each look takes a core from its nodes)
+ * and tells the controller unasked when a launch ends, and the wait,
  * in naps growing to 1 ms, asks the machines (rig_remote_query) only when
  * every one has ended, one crashed, or the time is up -- so that a long
  * program's machines are not kept busy answering.  Any thread; the

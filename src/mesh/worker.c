@@ -43,14 +43,6 @@
 #define W_ARRIVED_AT 256
 #define W_COUNTS_BYTES 384
 #define W_FAILED ((uint64_t)INT64_MAX)
-/* Two words only nodes use, in the second cache line of `arrived`'s 128
- * bytes, which rig leaves unused (src/abi/counts.c keeps its window in
- * the second line of `ready`'s): the nodes asleep on this end's `arrived`,
- * and the nodes attached to carry into this end, each of which wakes
- * those sleepers after it raises `arrived` (see the waits below).  End
- * memory starts zeroed. */
-#define W_SLEEPERS_AT (W_ARRIVED_AT + 64)
-#define W_WAKERS_AT (W_ARRIVED_AT + 68)
 
 /* Back-to-back transfers from j on, carried as one copy when all of them
  * are readied. */
@@ -69,7 +61,6 @@ struct mesh_end {
     size_t nsend;
     w_span *span;
     bool mapped;
-    bool waking; /* counted in the peer end's wakers */
     uint8_t *peer_seg, *peer_counts, *peer_in; /* MESH_END_MAPPED */
     size_t peer_in_copy;
 };
@@ -129,11 +120,6 @@ static void report(mesh_cb_node *me, uint32_t code, uint32_t arg)
 
 /* ---- the ends' memory ------------------------------------------------- */
 
-static _Atomic uint32_t *word_at(uint8_t *counts, size_t at)
-{
-    return (_Atomic uint32_t *)(void *)(counts + at);
-}
-
 /* Attaches System V segment id, which must hold at least need bytes. */
 static uint8_t *seg_attach(int32_t id, uint64_t need, const char *whose,
                            uint32_t input, char **err)
@@ -164,10 +150,6 @@ static void ends_detach(mesh_worker *w)
 {
     for (uint32_t i = 0; i < MESH_INPUTS; i++) {
         mesh_end *e = &w->end[i];
-        if (e->waking) {
-            atomic_fetch_sub_explicit(word_at(e->peer_counts, W_WAKERS_AT), 1,
-                                      memory_order_relaxed);
-        }
         if (e->seg != NULL) {
             shmdt(e->seg);
         }
@@ -288,15 +270,6 @@ static bool end_attach(mesh_worker *w, uint32_t i, char **err)
         }
     }
     e->mapped = true;
-    /* With RIG_MESH_NODE_WAKE=on this node wakes the peer end's sleepers
-     * from now on (carry), and the peer's waits sleep until it does (see
-     * the waits below); by default they yield and nap. */
-    const char *v = getenv("RIG_MESH_NODE_WAKE");
-    if (v != NULL && (strcmp(v, "on") == 0 || strcmp(v, "1") == 0)) {
-        atomic_fetch_add_explicit(word_at(e->peer_counts, W_WAKERS_AT), 1,
-                                  memory_order_relaxed);
-        e->waking = true;
-    }
     return true;
 }
 
@@ -643,23 +616,6 @@ bool mesh_end_failed(const mesh_end *e)
                          count_load(e, W_ARRIVED_AT) == W_FAILED);
 }
 
-static long futex(_Atomic uint32_t *uaddr, int op, uint32_t val,
-                  const struct timespec *ts)
-{
-    return syscall(SYS_futex, (uint32_t *)uaddr, op, val, ts, NULL, 0);
-}
-
-/* The futex word of a 64-bit count: its low half, which every raise
- * changes (a count grows by less than 2^32 between two looks). */
-static _Atomic uint32_t *count_word(uint8_t *counts, size_t at)
-{
-#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
-    return word_at(counts, at + 4);
-#else
-    return word_at(counts, at);
-#endif
-}
-
 /* Copies every transfer up to `ready` into the peer's inbound, then stores
  * the peer's `arrived` and this end's `sent`.  The caller holds the
  * entry's wake lock. */
@@ -694,21 +650,16 @@ static void carry(mesh_end *e)
         }
     }
     count_raise(e->peer_counts, W_ARRIVED_AT, ready);
-    /* Wake the peer's sleepers.  The fence pairs with the sleeper's
-     * (wait_count): either its load of `arrived` sees this raise, or this
-     * load sees it counted among the sleepers (a store-then-load
-     * handshake, as mesh_end_ready's bell); and FUTEX_WAIT sleeps only
-     * while the count still holds what the sleeper saw. */
-    atomic_thread_fence(memory_order_seq_cst);
-    if (atomic_load_explicit(word_at(e->peer_counts, W_SLEEPERS_AT),
-                             memory_order_relaxed) != 0) {
-        futex(count_word(e->peer_counts, W_ARRIVED_AT), FUTEX_WAKE, INT32_MAX,
-              NULL);
-    }
     en->next_run = run;
     en->next_j = j;
     en->carried = ready;
     count_raise(e->counts, W_SENT_AT, ready);
+}
+
+static long futex(_Atomic uint32_t *uaddr, int op, uint32_t val,
+                  const struct timespec *ts)
+{
+    return syscall(SYS_futex, (uint32_t *)uaddr, op, val, ts, NULL, 0);
 }
 
 void mesh_end_ready(mesh_end *e, uint64_t c)
@@ -763,41 +714,12 @@ static inline void relax(void)
  * (getppid, a system call) as often once the wait yields or sleeps, and
  * every WAIT_PARENT_EVERY looks while it spins, so that a spinning wait
  * stays a loop of loads (as the host's waits are) and still notices a
- * lost parent within a millisecond or so.
- *
- * With RIG_MESH_NODE_WAKE=on (end_attach), a wait for `arrived` of an
- * end that a node carries into (its wakers, W_WAKERS_AT) sleeps on a
- * futex instead of yielding, and the carrying node wakes it as it raises
- * the count (carry): it wakes when the bytes are there, not at its next
- * look.  It sleeps so once a yield ran other
- * work (a look WAIT_SHARED_NS after the last: the core is shared), or
- * after WAIT_FUTEX_AFTER_NS of yields that ran nothing (a core of its
- * own: yielding costs nobody there, and a wake would cost a peer that
- * answers at once, as a ping-pong's does, a wake-up each way).  Yields
- * alone kept a stencil's nodes runnable on cores shared with other work,
- * and after 2 ms of yields their 50 us naps (twice that with the timer's
- * slack) came late for steps of 150-300 us: at a load of 10 on 2 cores,
- * the stencil example's rails steps read a median of 294 us with yields
- * and naps against 264 us sleeping after 100 us of yields and a median
- * of 441 us against 374 us sleeping after 8 yields (20 rounds each,
- * interleaved in one run); sleeping once a yield ran other work read
- * 316 against 329 us over 50 rounds (0.91x paired, 54% of the rounds
- * faster).  But at loads of 2-5, where the nodes have the cores to
- * themselves more often, it read 0.92, 0.97, 1.12 and 1.10x the yields'
- * step (21-25 rounds each): a wake-up costs more than a yield that hands
- * the core straight to the other node.  So it is not the default; the
- * switch lets a quiet machine and a loaded one be measured with the
- * example's --compare or by alternating runs.  The sleep is bounded
- * (WAIT_FUTEX_NS) and the halt and the parent are looked at before each,
- * as the naps do: a failure or a halt wakes nobody. */
+ * lost parent within a millisecond or so. */
 #define WAIT_SPINS 4096u
 #define WAIT_YIELD_NS 2000000ull
 #define WAIT_SLEEP_NS 50000L
 #define WAIT_HALT_EVERY 256u
 #define WAIT_PARENT_EVERY 16384u
-#define WAIT_FUTEX_AFTER_NS 100000ull
-#define WAIT_SHARED_NS 20000ull
-#define WAIT_FUTEX_NS 1000000L
 
 static uint64_t now_ns(void)
 {
@@ -817,22 +739,6 @@ static bool wait_halted(const mesh_worker *w, uint32_t spin)
            getppid() != w->parent;
 }
 
-/* Sleeps until `arrived` (at p) moves off v, a carrier wakes this end's
- * sleepers, or WAIT_FUTEX_NS passed. */
-static void sleep_on_arrived(const mesh_end *e, _Atomic uint64_t *p, uint64_t v)
-{
-    _Atomic uint32_t *sleepers = word_at(e->counts, W_SLEEPERS_AT);
-    atomic_fetch_add_explicit(sleepers, 1, memory_order_relaxed);
-    /* Pairs with carry's fence: see there. */
-    atomic_thread_fence(memory_order_seq_cst);
-    if (atomic_load_explicit(p, memory_order_relaxed) == v) {
-        struct timespec ts = {0, WAIT_FUTEX_NS};
-        futex(count_word(e->counts, W_ARRIVED_AT), FUTEX_WAIT, (uint32_t)v,
-              &ts);
-    }
-    atomic_fetch_sub_explicit(sleepers, 1, memory_order_relaxed);
-}
-
 static bool wait_count(const mesh_end *e, size_t at, uint64_t c)
 {
     if (e == NULL) {
@@ -844,9 +750,8 @@ static bool wait_count(const mesh_end *e, size_t at, uint64_t c)
                      : mode == MESH_WAIT_BLOCK ? 16u
                                                : 0u;
     uint64_t yield_ns = mode == MESH_WAIT_BLOCK ? 0 : WAIT_YIELD_NS;
-    uint64_t futex_ns = mode == MESH_WAIT_BLOCK ? 0 : WAIT_FUTEX_AFTER_NS;
     _Atomic uint64_t *p = count_at(e->counts, at);
-    uint64_t since = 0, last = 0;
+    uint64_t since = 0;
     for (uint32_t look = 0;; look++) {
         uint64_t v = atomic_load_explicit(p, memory_order_acquire);
         if (v == W_FAILED) {
@@ -855,36 +760,22 @@ static bool wait_count(const mesh_end *e, size_t at, uint64_t c)
         if (v >= c) {
             return true;
         }
+        if (look % WAIT_HALT_EVERY == WAIT_HALT_EVERY - 1 &&
+            wait_halted(e->w, look < spins ? look : 0)) {
+            return false;
+        }
         if (look < spins) {
-            if (look % WAIT_HALT_EVERY == WAIT_HALT_EVERY - 1 &&
-                wait_halted(e->w, look)) {
-                return false;
-            }
             relax();
             continue;
         }
-        if (look % WAIT_HALT_EVERY == WAIT_HALT_EVERY - 1 &&
-            wait_halted(e->w, 0)) {
-            return false;
-        }
-        uint64_t now = now_ns();
         if (since == 0) {
-            since = now;
+            since = now_ns();
         }
-        /* A look that came long after the last one: the yield ran other
-         * work, so the core is shared and the wait had better sleep. */
-        if (last != 0 && now - last >= WAIT_SHARED_NS) {
-            futex_ns = 0;
+        if (since != UINT64_MAX && (look & 63u) == 0 &&
+            now_ns() - since >= yield_ns) {
+            since = UINT64_MAX; /* a long wait: sleep from now on */
         }
-        last = now;
-        if (at == W_ARRIVED_AT && now - since >= futex_ns &&
-            atomic_load_explicit(word_at(e->counts, W_WAKERS_AT),
-                                 memory_order_relaxed) != 0) {
-            if (wait_halted(e->w, 0)) {
-                return false;
-            }
-            sleep_on_arrived(e, p, v);
-        } else if (now - since >= yield_ns) {
+        if (since == UINT64_MAX) {
             struct timespec ts = {0, WAIT_SLEEP_NS};
             nanosleep(&ts, NULL);
         } else {
