@@ -79,6 +79,15 @@ void rm_backoff_step(rm_backoff *b, rm_pace pace)
     uint64_t quiet = now - b->idle_since;
     uint64_t hot = pace == RM_PACE_REPLY ? RM_HOT_REPLY_NS : RM_HOT_IDLE_NS;
     if (quiet < hot) {
+        /* A yield, not a nap, even with more ranks than PUs: on a 2-core
+         * VM a nap of 1 us took 25 us with a timer slack of 1 us (110 us
+         * with the default 50 us), a yield 0.7 us.  Naps in this hot
+         * phase (always, after 1 ms of yields, or once a yield came back
+         * 200 us late; the controller's only or the agents' too) and no
+         * spins made the load and launch of rig_remote_bench no faster at
+         * -np 2, 3 and 4: +-10-30 % either way, within the noise of a
+         * loaded machine, and the load up to 1.8x slower with naps from
+         * the first miss. */
         sched_yield();
         return;
     }
