@@ -60,12 +60,17 @@ bool mesh_child_reap(mesh_child_table *t, pid_t pid, int *status)
     return true;
 }
 
-void mesh_child_sleep_ms(uint32_t ms)
+void mesh_child_sleep_ns(uint64_t ns)
 {
-    struct timespec ts = {.tv_sec = ms / 1000,
-                          .tv_nsec = (long)(ms % 1000) * 1000000L};
+    struct timespec ts = {.tv_sec = (time_t)(ns / 1000000000u),
+                          .tv_nsec = (long)(ns % 1000000000u)};
     while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
     }
+}
+
+void mesh_child_sleep_ms(uint32_t ms)
+{
+    mesh_child_sleep_ns((uint64_t)ms * 1000000u);
 }
 
 bool mesh_child_reap_within(mesh_child_table *t, pid_t pid, uint32_t ms,

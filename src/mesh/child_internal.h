@@ -56,7 +56,9 @@ char *mesh_child_why(int status);
  * file or pipe gets; false on an error or a write of 0. */
 bool mesh_child_write_all(int fd, const uint8_t *p, size_t n);
 
-/* Sleeps ms milliseconds (EINTR resumes); async-signal-safe. */
+/* Sleep ns nanoseconds, or ms milliseconds (EINTR resumes);
+ * async-signal-safe. */
+void mesh_child_sleep_ns(uint64_t ns);
 void mesh_child_sleep_ms(uint32_t ms);
 
 /* ---- process trees: a keeper per program ------------------------------ */

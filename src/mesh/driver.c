@@ -8,13 +8,12 @@
 #include "mesh/executors.h"
 
 #include "../util/util_internal.h"
+#include "child_internal.h"
 
-#include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 typedef struct {
     mesh_kernel *k;
@@ -34,19 +33,6 @@ struct mesh_driver {
     uint64_t dev;
     drv_slot slots[MESH_PROG_SLOTS];
 };
-
-static void nap_ns(uint64_t ns)
-{
-    struct timespec ts = {.tv_sec = (time_t)(ns / 1000000000u),
-                          .tv_nsec = (long)(ns % 1000000000u)};
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
-    }
-}
-
-static void nap_ms(uint32_t ms)
-{
-    nap_ns((uint64_t)ms * 1000000u);
-}
 
 /* The nap between two looks at a launch coming up, waited for since
  * since: an eighth of the time waited so far, from 20 us to 1 ms.  A
@@ -290,7 +276,7 @@ static bool wait_online(mesh_driver *d, uint32_t s, char **err)
                            "after %u ms",
                            ds->name, online, ds->nodes, limit);
         }
-        nap_ns(online_nap_ns(since));
+        mesh_child_sleep_ns(online_nap_ns(since));
     }
 }
 
@@ -307,7 +293,7 @@ static void halt_slot(mesh_driver *d, uint32_t s)
         if (!d->b->ops->query(d->b, ds->st, ds->k, &done, NULL) || done) {
             return;
         }
-        nap_ms(1);
+        mesh_child_sleep_ms(1);
     }
 }
 
@@ -506,7 +492,7 @@ bool mesh_driver_wait(mesh_driver *d, uint32_t slot, uint32_t timeout_ms,
                            "after %u ms",
                            d->slots[slot].name, slot, timeout_ms);
         }
-        nap_ms(nap);
+        mesh_child_sleep_ms(nap);
         nap = nap < 8 ? nap * 2 : nap;
     }
 }
