@@ -211,6 +211,7 @@ int main(int argc, char **argv)
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     int rounds = 10;
+    bool verbose = getenv("RIG_BENCH_VERBOSE") != NULL;
     size_t mib = 64;
     const char *root = REMOTE_PROGRAMS;
     for (int i = 1; i < argc; i++) {
@@ -305,7 +306,6 @@ int main(int argc, char **argv)
                 die("rig_remote_serve", err);
             }
         } else {
-            bool verbose = getenv("RIG_BENCH_VERBOSE") != NULL;
             rig_remote_load_info info;
             int64_t p = 0;
             for (int w = 0; w < 2; w++) {
@@ -389,7 +389,7 @@ int main(int argc, char **argv)
         if (rank == 0) {
             s_dload[r] = s_load[r] - s_eprep[r];
             s_dlaunch[r] = s_launch[r] - s_estart[r];
-            if (getenv("RIG_BENCH_VERBOSE") != NULL) {
+            if (verbose) {
                 printf("round %d: on every agent at once, the slowest: load "
                        "%.3f ms, launch %.3f ms\n",
                        r, s_eprep[r], s_estart[r]);
