@@ -45,7 +45,8 @@ mpi_tests_test_rails_CFLAGS = $(RIG_CFLAGS)
 mpi_tests_test_rails_LDADD = src/librig.la $(MPI_LIBS)
 mpi_tests_test_rails_LDFLAGS = $(RIG_LDFLAGS)
 
-mpi_tests_test_job_SOURCES = mpi_tests/test_job.c mpi_tests/mpitest.h
+mpi_tests_test_job_SOURCES = mpi_tests/test_job.c mpi_tests/mpitest.h \
+	tests/sanitizer.h
 mpi_tests_test_job_CPPFLAGS = $(RIG_ABI_CPPFLAGS) $(MPI_CFLAGS) \
 	$(HWLOC_CFLAGS)
 mpi_tests_test_job_CFLAGS = $(RIG_CFLAGS)

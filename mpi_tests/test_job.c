@@ -8,6 +8,7 @@
  * the others take part in the collective calls), over shared memory and
  * over RIG_UCX_TLS=tcp,self. */
 #include "mpitest.h"
+#include "../tests/sanitizer.h"
 
 #include <hwloc.h>
 #include <stdatomic.h>
@@ -446,11 +447,7 @@ static double cpu_ms(void)
  * adds to every wake-up: under ASan the UCX figure read 7-10.5 ms (CI
  * failed on 10.46), so the bounds are 2.5 times as much there.  A
  * spinning thread costs about 1000 ms. */
-#ifndef __has_feature
-#define __has_feature(x) 0
-#endif
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__) ||           \
-    __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#if RIG_TEST_SANITIZED
 #define IDLE_SCALE 2.5
 #else
 #define IDLE_SCALE 1.0
@@ -475,9 +472,7 @@ static void test_idle(rig_job *job)
     struct timespec ts = {1, 0};
     nanosleep(&ts, NULL);
     double used = cpu_ms() - c0;
-    const char *tr = getenv("RIG_TRANSPORT");
-    double limit =
-        IDLE_SCALE * (tr != NULL && strcmp(tr, "mpi") == 0 ? 50.0 : 10.0);
+    double limit = IDLE_SCALE * (t_transport_ucx() ? 10.0 : 50.0);
     printf("info: rank %d: idle job with %d rails: %.2f ms CPU in 1 s\n", rank,
            size - 1, used);
     if (used >= limit) {

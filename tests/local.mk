@@ -51,7 +51,8 @@ UNIT_TESTS += tests/test_badinput
 
 # Wait modes, tests, waits over several ends and the run helpers.
 check_PROGRAMS += tests/test_wait
-tests_test_wait_SOURCES = tests/test_wait.c tests/test_util.h
+tests_test_wait_SOURCES = tests/test_wait.c tests/test_util.h \
+	tests/sanitizer.h
 tests_test_wait_CPPFLAGS = $(RIG_ABI_CPPFLAGS) $(CUNIT_CFLAGS)
 tests_test_wait_CFLAGS = $(RIG_CFLAGS)
 tests_test_wait_LDADD = src/librig.la $(CUNIT_LIBS)

@@ -7,6 +7,7 @@
 
 #include "rig/remote_abi.h"
 #include "rig/wait.h"
+#include "sanitizer.h"
 #include "test_util.h"
 
 #include <pthread.h>
@@ -263,11 +264,7 @@ static void test_modes_wait(void)
  * hundreds of times in 300 ms, each a voluntary context switch, where a
  * wait that spins or yields makes next to none -- BLOCK_SLEEPS at least,
  * room for late wake-ups. */
-#ifndef __has_feature
-#define __has_feature(x) 0
-#endif
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__) ||           \
-    __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#if RIG_TEST_SANITIZED
 #define BLOCK_CPU 0.5
 #else
 #define BLOCK_CPU 0.25

@@ -61,7 +61,7 @@ mpi_tests_failure_test_soak_LDFLAGS = $(RIG_LDFLAGS)
 
 check_PROGRAMS += mpi_tests/failure/test_neverhang
 mpi_tests_failure_test_neverhang_SOURCES = \
-	mpi_tests/failure/test_neverhang.c mpi_tests/mpitest.h
+	mpi_tests/failure/test_neverhang.c mpi_tests/mpitest.h tests/sanitizer.h
 mpi_tests_failure_test_neverhang_CPPFLAGS = $(RIG_ABI_CPPFLAGS) $(MPI_CFLAGS)
 mpi_tests_failure_test_neverhang_CFLAGS = $(RIG_CFLAGS)
 mpi_tests_failure_test_neverhang_LDADD = src/librig.la $(MPI_LIBS)

@@ -34,6 +34,7 @@
  * failed job must: rig_job_close says a rank left, so no MPI_Finalize.
  * Lines "UNBLOCK <mode> <transport> rank R: ..." give the measured times.
  */
+#include "../../tests/sanitizer.h"
 #include "../mpitest.h"
 
 #include <pthread.h>
@@ -41,16 +42,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#if defined(__SANITIZE_ADDRESS__)
-#define RSS_CHECKED 0
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define RSS_CHECKED 0
-#endif
-#endif
-#ifndef RSS_CHECKED
-#define RSS_CHECKED 1
-#endif
+#define RSS_CHECKED (!RIG_TEST_ASAN)
 
 #define TAG_TIME 4242
 #define BOUND_MS 2000.0 /* the bound for every unblock */

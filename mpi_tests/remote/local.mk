@@ -59,7 +59,7 @@ if RIG_HAVE_HWLOC
 check_PROGRAMS += mpi_tests/remote/remote_prog mpi_tests/remote/test_remote \
 	mpi_tests/remote/rail_prog mpi_tests/remote/test_rails
 mpi_tests_remote_rail_prog_SOURCES = mpi_tests/remote/rail_prog.c \
-	tests/mesh/real_signals.h
+	tests/mesh/real_signals.h tests/sanitizer.h
 mpi_tests_remote_rail_prog_CPPFLAGS = $(MESH_CPPFLAGS)
 mpi_tests_remote_rail_prog_CFLAGS = $(RIG_CFLAGS)
 mpi_tests_remote_rail_prog_LDADD = src/mesh/libmesh_worker.la
@@ -84,7 +84,7 @@ if RIG_HAVE_WABT
 REMOTE_TEST_CPPFLAGS += -DREMOTE_HAVE_WASM
 endif
 mpi_tests_remote_test_remote_SOURCES = mpi_tests/remote/test_remote.c \
-	mpi_tests/mpitest.h
+	mpi_tests/mpitest.h tests/sanitizer.h
 mpi_tests_remote_test_remote_CPPFLAGS = $(REMOTE_TEST_CPPFLAGS)
 mpi_tests_remote_test_remote_CFLAGS = $(RIG_CFLAGS)
 mpi_tests_remote_test_remote_LDADD = src/librig.la $(MPI_LIBS)

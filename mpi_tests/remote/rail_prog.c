@@ -25,6 +25,7 @@
 #include "mesh/worker.h"
 
 #include "../../tests/mesh/real_signals.h"
+#include "../../tests/sanitizer.h"
 
 #include <linux/seccomp.h>
 #include <signal.h>
@@ -42,15 +43,8 @@ static inline uint8_t rail_byte(uint64_t o, uint64_t r, int32_t s)
     return (uint8_t)((uint64_t)s * 31u + r * 7u + o * 13u + (o >> 8));
 }
 
-#ifndef __has_feature
-#define __has_feature(x) 0
-#endif
-#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__) ||           \
-    __has_feature(thread_sanitizer) || __has_feature(address_sanitizer)
-#define RAIL_PROG_SANITIZED 1 /* their runtimes may make system calls */
-#else
-#define RAIL_PROG_SANITIZED 0
-#endif
+/* A sanitizer's runtime may make system calls. */
+#define RAIL_PROG_SANITIZED RIG_TEST_SANITIZED
 
 /* The strict mode's child: writes and readies runs runs, then exits by
  * the one exit strict mode allows (exit, not exit_group). */

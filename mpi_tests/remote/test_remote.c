@@ -39,6 +39,7 @@
  *   --cuda DIR     (under the stand-in CUDA driver) a Device proxy per
  *                  machine, and DIR's counter example counting on each
  * Programs: REMOTE_PROGRAMS (mpi_tests/remote/programs of the build). */
+#include "../../tests/sanitizer.h"
 #include "../mpitest.h"
 
 #include <rig/remote.h>
@@ -52,17 +53,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#if defined(__SANITIZE_ADDRESS__)
-static const bool asan = true;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-static const bool asan = true;
-#else
-static const bool asan = false;
-#endif
-#else
-static const bool asan = false;
-#endif
+static const bool asan = RIG_TEST_ASAN;
 
 #define SUM_N 100000ull
 #define SUM_UNIT (SUM_N * (SUM_N + 1) / 2) /* node k's sum: (k + 1) * it */
