@@ -127,12 +127,13 @@
  * command: for 2 ms after a command it tests for the next one, yielding
  * its core between tests (so a burst of commands is served at once), then
  * sleeps in growing naps of up to 100 us, and of 1 ms after 50 ms more of
- * quiet -- or at once while one of its programs runs, which has the
- * cores; the end of a launch makes it hot again: an idle agent does not
- * hold a core.  The controller waiting for
+ * quiet -- or, while one of its programs runs, which has the cores, in
+ * naps of 1, 2 and 4 ms, then 8 ms; the end of a launch makes it hot
+ * again: an idle agent does not hold a core.  The controller waiting for
  * its agents' replies tests, yielding, for 20 ms of the wait, then sleeps
- * alike; a wait for an image's bytes never sleeps (MPI moves them only
- * while its ranks test).
+ * alike, and so does its wait for the sends of an image of at most 64 KiB
+ * (each agent takes its bytes in turn); a wait for a larger image's bytes
+ * never sleeps (MPI moves them only while its ranks test).
  *
  * Threads and MPI.  rig_remote_open and rig_remote_close are collective
  * over the job's ranks.  The controller's calls may come from any thread:
