@@ -446,7 +446,11 @@ static double cpu_ms(void)
  * every 10 ms by design (about 4 ms measured).  A sanitizer's runtime
  * adds to every wake-up: under ASan the UCX figure read 7-10.5 ms (CI
  * failed on 10.46), so the bounds are 2.5 times as much there.  A
- * spinning thread costs about 1000 ms. */
+ * spinning thread costs about 1000 ms, every second.  A rank passes when
+ * one of IDLE_WINDOWS seconds in a row stays under the bound: a busy CI
+ * machine once read 11.08 ms in one rank's only second where the others
+ * read 3.4-3.6, and a thread that spins or ticks fast fails every one. */
+#define IDLE_WINDOWS 3
 #if RIG_TEST_SANITIZED
 #define IDLE_SCALE 2.5
 #else
@@ -468,16 +472,24 @@ static void test_idle(rig_job *job)
     }
     t_barrier();
     usleep(100000); /* let wire-up settle */
-    double c0 = cpu_ms();
-    struct timespec ts = {1, 0};
-    nanosleep(&ts, NULL);
-    double used = cpu_ms() - c0;
     double limit = IDLE_SCALE * (t_transport_ucx() ? 10.0 : 50.0);
-    printf("info: rank %d: idle job with %d rails: %.2f ms CPU in 1 s\n", rank,
-           size - 1, used);
+    double used = 0;
+    for (int w = 1; w <= IDLE_WINDOWS; w++) {
+        double c0 = cpu_ms();
+        struct timespec ts = {1, 0};
+        nanosleep(&ts, NULL);
+        used = cpu_ms() - c0;
+        printf("info: rank %d: idle job with %d rails: %.2f ms CPU in 1 s "
+               "(window %d)\n",
+               rank, size - 1, used, w);
+        if (used < limit) {
+            break;
+        }
+    }
     if (used >= limit) {
-        T_FAIL("an idle job used %.2f ms of CPU in 1 s (limit %.0f)", used,
-               limit);
+        T_FAIL("an idle job used %.2f ms of CPU in each of %d seconds "
+               "(limit %.0f)",
+               used, IDLE_WINDOWS, limit);
     }
     t_barrier();
     for (int p = 0; p < size; p++) {
