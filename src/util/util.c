@@ -176,6 +176,8 @@ void rig_backoff_step(rig_backoff *b)
     }
 }
 
+_Thread_local bool rig_drive_once;
+
 #ifndef NDEBUG
 /* The levels of the locks this thread holds, one bit each. */
 static _Thread_local uint64_t locks_held;

@@ -64,6 +64,13 @@ void rig_backoff_step(rig_backoff *b);
  * and set it when the library loads; NULL: never (spin first). */
 void rig_backoff_yields(bool (*yields)(void));
 
+/* Set by a wait (src/abi/wait.c) around the drives of its yield and nap
+ * phases, where it gives the core away after each drive: a transport's
+ * progress hook then looks at its worker once, as MPI's progress does
+ * before each yield, where a spinning wait's drive may look several
+ * times (src/rail/ucx/progress.c). */
+extern _Thread_local bool rig_drive_once;
+
 /* Mutexes with a lock order.  Each lock has a level (1..63), stated where
  * the lock is declared; a thread takes locks in increasing level only.
  * Builds without NDEBUG check it on every rig_lock (a per-thread mask of

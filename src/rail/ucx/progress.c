@@ -115,7 +115,11 @@
  * meanwhile: across 2 hosts, a drive every 16 polls left the socket
  * unwatched 2/3 of the time, ~0.3 us of each 8 B half round trip.  A
  * drive after a pause -- a test, a yield that gave the core away -- looks
- * once, as MPI_Test progresses once.  So does a drive once a run of them
+ * once, as MPI_Test progresses once, and so does every drive of a wait
+ * that yields or naps next (rig_drive_once): a yield that found no other
+ * task returns within the spinning gap, and its wait's drives made 4-9
+ * epoll_waits per yield across 2 hosts at 4 ranks on 2 cores, where
+ * MPI's progress polls once.  So does a drive once a run of them
  * has found nothing for DRIVE_RUN_NS: an auto wait then reaches its
  * yield phase (4,096 polls, wait.c) about as soon as it did (~0.35 ms
  * instead of ~0.28), where a rank it waits for may need the core. */
@@ -147,7 +151,9 @@ void rig_ucx_drive(void *arg)
             u->drive_run_ns = now; /* a run of drives begins */
         }
         unsigned idle_max =
-            spinning && now - u->drive_run_ns < DRIVE_RUN_NS ? DRIVE_IDLE : 1;
+            spinning && !rig_drive_once && now - u->drive_run_ns < DRIVE_RUN_NS
+                ? DRIVE_IDLE
+                : 1;
         u->drive_last_ns = now;
         u->moved = false;
         for (unsigned i = 0, idle = 0;
