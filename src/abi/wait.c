@@ -374,13 +374,6 @@ static void nap(waiter *w, uint64_t now, uint64_t min_ns, uint64_t max_ns,
     atomic_fetch_sub_explicit(&rig_wait_sleepers, 1, memory_order_relaxed);
 }
 
-/* One step after a poll missed: spin, yield or sleep as the plan says,
- * driving the ends' transports (ops->drive) at the first miss -- then the
- * caller looks again, so a test (a limit of 0) drives once, as MPI_Test
- * does -- every DRIVE_POLLS spins, before each yield and before each nap.
- * Block does not drive: its waits sleep and leave the driving to the
- * transport's own thread, which a waiter that drives makes stand back
- * (src/rail/ucx/progress.c).  False once the time limit passed. */
 /* A drive after which the wait gives the core away (a yield, a nap): the
  * transport looks at its worker once (rig_drive_once), as MPI's progress
  * looks once before each yield.  Across 2 hosts, 4 ranks on 2 cores, a
@@ -394,6 +387,13 @@ static void drive_once(const waiter *w, const wait_ops *ops)
     }
 }
 
+/* One step after a poll missed: spin, yield or sleep as the plan says,
+ * driving the ends' transports (ops->drive) at the first miss -- then the
+ * caller looks again, so a test (a limit of 0) drives once, as MPI_Test
+ * does -- every DRIVE_POLLS spins, before each yield and before each nap.
+ * Block does not drive: its waits sleep and leave the driving to the
+ * transport's own thread, which a waiter that drives makes stand back
+ * (src/rail/ucx/progress.c).  False once the time limit passed. */
 static bool waiter_step(waiter *w, const wait_ops *ops)
 {
     uint32_t s = w->polls++;
