@@ -146,35 +146,59 @@ static void loadavg(char *out, size_t len)
     fclose(f);
 }
 
-/* One of the local steps on every agent at once ("every"): each agent
- * times its own step from a barrier; rank 0 keeps the slowest.  step 0:
- * mesh_driver_prepare of a copy of tiny into *prep; step 1:
- * mesh_driver_start of *prep, then (untimed) the stop. */
-static double every_step(int step, mesh_driver *d, const mesh_payload *tiny,
+/* The local steps on this rank's own machine, in ms: the load,
+ * mesh_driver_prepare of a copy of rtiny into *prep (the copy made before
+ * it, untimed: it is the caller's, which may wait between them), and the
+ * launch, mesh_driver_start of *prep, then the stop (untimed).  "local"
+ * runs them on rank 0 alone, "every" on every agent at once. */
+static void tiny_copy(const mesh_payload *tiny, mesh_payload *copy)
+{
+    char *err = NULL;
+    if (!mesh_payload_copy(copy, tiny, &err)) {
+        die("copying rtiny", err);
+    }
+}
+
+static double local_load(mesh_driver *d, mesh_payload *copy,
                          mesh_prepared *prep)
 {
     char *err = NULL;
+    double t0 = now_ms();
+    if (!mesh_driver_prepare(d, copy, NULL, NULL, prep, &err)) {
+        die("mesh_driver_prepare", err);
+    }
+    return now_ms() - t0;
+}
+
+static double local_launch(mesh_driver *d, mesh_prepared *prep)
+{
+    char *err = NULL;
+    uint32_t slot = 0;
+    double t0 = now_ms();
+    if (!mesh_driver_start(d, prep, 1, &slot, &err)) {
+        die("mesh_driver_start", err);
+    }
+    double ms = now_ms() - t0;
+    if (!mesh_driver_stop(d, slot, &err)) {
+        die("mesh_driver_stop", err);
+    }
+    return ms;
+}
+
+/* One of the local steps on every agent at once ("every"): each agent
+ * times its own step from a barrier; rank 0 keeps the slowest.  step 0:
+ * the load into *prep; step 1: the launch of *prep. */
+static double every_step(int step, mesh_driver *d, const mesh_payload *tiny,
+                         mesh_prepared *prep)
+{
     mesh_payload copy;
-    if (rank != 0 && step == 0 && !mesh_payload_copy(&copy, tiny, &err)) {
-        die("copying rtiny", err);
+    if (rank != 0 && step == 0) {
+        tiny_copy(tiny, &copy);
     }
     MPI_Barrier(MPI_COMM_WORLD);
     double mine = 0, slowest = 0;
     if (rank != 0) {
-        uint32_t slot = 0;
-        double t0 = now_ms();
-        bool ok = step == 0
-                      ? mesh_driver_prepare(d, &copy, NULL, NULL, prep, &err)
-                      : mesh_driver_start(d, prep, 1, &slot, &err);
-        mine = now_ms() - t0;
-        if (!ok) {
-            die(step == 0 ? "mesh_driver_prepare on an agent"
-                          : "mesh_driver_start on an agent",
-                err);
-        }
-        if (step == 1 && !mesh_driver_stop(d, slot, &err)) {
-            die("mesh_driver_stop on an agent", err);
-        }
+        mine = step == 0 ? local_load(d, &copy, prep) : local_launch(d, prep);
     }
     MPI_Reduce(&mine, &slowest, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
     return slowest;
@@ -357,28 +381,13 @@ int main(int argc, char **argv)
             usleep(50000);
             mesh_payload copy;
             mesh_prepared prep;
-            uint32_t slot = 0;
-            if (!mesh_payload_copy(&copy, &tiny, &err)) {
-                die("copying rtiny", err);
-            }
-            double l0 = now_ms();
-            if (!mesh_driver_prepare(d, &copy, NULL, NULL, &prep, &err)) {
-                die("mesh_driver_prepare", err);
-            }
-            double l1 = now_ms();
-            if (!mesh_driver_start(d, &prep, 1, &slot, &err)) {
-                die("mesh_driver_start", err);
-            }
-            double l2 = now_ms();
-            if (!mesh_driver_stop(d, slot, &err)) {
-                die("mesh_driver_stop", err);
-            }
-            s_lprep[r] = l1 - l0;
-            s_lstart[r] = l2 - l1;
+            tiny_copy(&tiny, &copy);
+            s_lprep[r] = local_load(d, &copy, &prep);
+            s_lstart[r] = local_launch(d, &prep);
             if (verbose) {
                 printf("round %d: launch %.3f ms; here alone: load %.3f ms, "
                        "launch %.3f ms\n",
-                       r, t2 - t1, l1 - l0, l2 - l1);
+                       r, t2 - t1, s_lprep[r], s_lstart[r]);
             }
         }
         rig_remote_close(rm);
