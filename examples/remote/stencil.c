@@ -467,34 +467,53 @@ static bool mpi_round(MPI_Comm work, const options *o, const double *ref,
     return true;
 }
 
-static void report(const options *o, const double *rails, const double *mpi)
+/* The median of v's n values, v left in round order. */
+static double median_of(const double *v, uint32_t n)
 {
-    uint32_t n = o->repeat;
-    double *r = malloc(n * sizeof(*r)), *m = malloc(n * sizeof(*m));
+    double *c = malloc(n * sizeof(*c));
+    if (c == NULL) {
+        die("the report", strdup("nomem"));
+    }
+    memcpy(c, v, n * sizeof(*c));
+    double m = median(c, n);
+    free(c);
+    return m;
+}
+
+/* The median over n rounds of a[i] / b[i], and the lowest and highest. */
+static double paired(const double *a, const double *b, uint32_t n, double *lo,
+                     double *hi)
+{
     double *q = malloc(n * sizeof(*q));
-    if (r == NULL || m == NULL || q == NULL) {
+    if (q == NULL) {
         die("the report", strdup("nomem"));
     }
     for (uint32_t i = 0; i < n; i++) {
-        r[i] = rails[i];
-        m[i] = mpi[i];
-        q[i] = rails[i] / mpi[i];
+        q[i] = a[i] / b[i];
     }
-    double rm = median(r, n), mm = median(m, n), qm = median(q, n);
+    double m = median(q, n); /* sorts q */
+    *lo = q[0];
+    *hi = q[n - 1];
+    free(q);
+    return m;
+}
+
+static void report(const options *o, const double *rails, const double *mpi)
+{
+    uint32_t n = o->repeat;
     printf("stencil ok: %s, %d blocks of a %u x %u grid, %u steps: ",
            o->executor, size - 1, o->rows, o->cols, o->steps);
     if (o->rails && o->mpi) {
+        double rm = median_of(rails, n), mm = median_of(mpi, n), lo, hi;
+        double qm = paired(rails, mpi, n, &lo, &hi);
         printf("rails %.2f us/step, MPI %.2f us/step (%.2fx MPI's; medians "
                "of %u); paired by round: %.2fx (%.2f-%.2fx)\n",
-               rm, mm, rm / mm, n, qm, q[0], q[n - 1]);
+               rm, mm, rm / mm, n, qm, lo, hi);
     } else if (o->rails) {
-        printf("rails %.2f us/step (median of %u)\n", rm, n);
+        printf("rails %.2f us/step (median of %u)\n", median_of(rails, n), n);
     } else {
-        printf("MPI %.2f us/step (median of %u)\n", mm, n);
+        printf("MPI %.2f us/step (median of %u)\n", median_of(mpi, n), n);
     }
-    free(r);
-    free(m);
-    free(q);
 }
 
 /* --compare: the other programs' rails runs against the first's. */
@@ -502,20 +521,10 @@ static void report_compare(const options *o, const double *rails,
                            const double *cmp)
 {
     uint32_t n = o->repeat;
-    double *c = malloc(n * sizeof(*c)), *q = malloc(n * sizeof(*q));
-    if (c == NULL || q == NULL) {
-        die("the report", strdup("nomem"));
-    }
-    for (uint32_t i = 0; i < n; i++) {
-        c[i] = cmp[i];
-        q[i] = cmp[i] / rails[i];
-    }
-    double cm = median(c, n), qm = median(q, n);
+    double lo, hi, qm = paired(cmp, rails, n, &lo, &hi);
     printf("compared: %s: rails %.2f us/step (median of %u); against %s "
            "paired by round: %.2fx (%.2f-%.2fx)\n",
-           o->compare, cm, n, o->programs, qm, q[0], q[n - 1]);
-    free(c);
-    free(q);
+           o->compare, median_of(cmp, n), n, o->programs, qm, lo, hi);
 }
 
 int main(int argc, char **argv)
