@@ -487,9 +487,9 @@ static void test_idle(rig_job *job)
         }
     }
     if (used >= limit) {
-        T_FAIL("an idle job used %.2f ms of CPU in each of %d seconds "
-               "(limit %.0f)",
-               used, IDLE_WINDOWS, limit);
+        T_FAIL("an idle job used %.0f ms of CPU or more in each of %d "
+               "seconds (the last: %.2f ms)",
+               limit, IDLE_WINDOWS, used);
     }
     t_barrier();
     for (int p = 0; p < size; p++) {
