@@ -135,7 +135,8 @@ static inline rig_job *t_job_open(void)
  * reason this rank learned (rig/job.h), and a killed peer has two
  * sources over UCX: the watch on its process, worded "rank V died (pid
  * P, seen by rank R)", and UCX's error callback on the endpoint to it
- * ("the endpoint to rank V failed: Connection reset by remote peer"),
+ * ("rank V is unreachable (its endpoint failed: Connection reset by
+ * remote peer, seen by rank R)"),
  * whichever runs first -- the wording race issue 13's closing note
  * lists, which test_neverhang --others met under ASan on a loaded
  * machine.  The MPI RMA transport has only the first.  Either names the
@@ -144,7 +145,8 @@ static inline bool t_names_death(const char *why, int victim, bool ucx)
 {
     char died[48], ep[64];
     snprintf(died, sizeof(died), "rank %d died", victim);
-    snprintf(ep, sizeof(ep), "the endpoint to rank %d failed: ", victim);
+    snprintf(ep, sizeof(ep),
+             "rank %d is unreachable (its endpoint failed: ", victim);
     return why != NULL && strncmp(why, "failed: ", 8) == 0 &&
            (strstr(why, died) != NULL || (ucx && strstr(why, ep) != NULL));
 }

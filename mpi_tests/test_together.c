@@ -24,7 +24,7 @@
  *                        past the death, which then finds rank 2 waiting
  *                        for its first meeting, ranks 0 and 1 meeting)
  * The survivors of a kill must return "failed: ... rank 2 died" (or, over
- * UCX, "the endpoint to rank 2 failed": mpitest.h's t_names_death) within
+ * UCX, "rank 2 is unreachable": mpitest.h's t_names_death) within
  * 2 s of the death, and end as rig/job.h says a failed job must.
  * mpitest.sh's timeout catches a hang. */
 #include "mpitest.h"

@@ -325,8 +325,10 @@ RIG_API void rig_job_fail(rig_job *job, const char *why);
 RIG_API bool rig_job_failed(const rig_job *job);
 
 /* Why the job failed: the first reason this rank learned ("failed: rank 1
- * died (pid 21252, seen by rank 0)"), the same words on every rank that
- * learned it from the rank that saw it -- except that where this rank
+ * died (pid 21252, seen by rank 0)"; for a rank on another machine, or
+ * one whose link was cut, "failed: rank 1 is unreachable (its endpoint
+ * failed: Endpoint timeout, seen by rank 0)"), the same words on every rank
+ * that learned it from the rank that saw it -- except that where this rank
  * itself saw rank X end, a reason X told before it ended is the earlier
  * cause and is answered instead -- malloc'd (the caller frees it);
  * NULL when it has not failed, for a job that is not open, or when out of

@@ -676,6 +676,18 @@ static void *killer(void *arg)
     return NULL;
 }
 
+/* Whether a failure's reason names agent r's machine, as rm_failed adds it
+ * to a reason that starts with the rank ("rank 2 died (pid ...)" from the
+ * watch on its process, "rank 2 is unreachable (its endpoint failed ..."
+ * from UCX: either may come first). */
+static bool names_machine(const char *msg, int r)
+{
+    char want[128];
+    snprintf(want, sizeof(want), "(machine %s)",
+             rig_remote_machine_of(rm, r)->name);
+    return msg != NULL && strstr(msg, want) != NULL;
+}
+
 static void test_kill_load(void)
 {
     T_ASSERT(size == 3);
@@ -705,6 +717,7 @@ static void test_kill_load(void)
     pthread_join(th, NULL);
     double ms = (double)(t_ret - k.t_kill) / 1e6;
     printf("controller: load with agent 2 killed: %s\n", msg);
+    T_ASSERT(names_machine(msg, 2));
     printf("controller: the load returned %.1f ms after the kill (bound 2000 "
            "ms)\n",
            ms);
@@ -738,6 +751,7 @@ static void test_kill_run(void)
     pthread_join(th, NULL);
     double ms = (double)(t_ret - k.t_kill) / 1e6;
     printf("controller: wait with agent 2 killed: %s\n", msg);
+    T_ASSERT(names_machine(msg, 2));
     printf("controller: the wait returned %.1f ms after the kill (bound 2000 "
            "ms)\n",
            ms);

@@ -488,8 +488,13 @@ static void ep_error(void *arg, ucp_ep_h ep, ucs_status_t status)
     if (closing) {
         return;
     }
-    rig_ucx_fail_later(u, "failed: the endpoint to rank %d failed: %s", peer,
-                       rig_ucs_str(status));
+    /* Worded as the watch on a process words a death ("rank V died (pid
+     * P, seen by rank R)"): the reason starts with the rank, which the
+     * remote layer turns into the machine's name. */
+    rig_ucx_fail_later(u,
+                       "failed: rank %d is unreachable (its endpoint failed: "
+                       "%s, seen by rank %d)",
+                       peer, rig_ucs_str(status), u->rank);
 }
 
 bool rig_ucx_ep(rig_ucx *u, int peer, ucp_ep_h *out, char **err)
