@@ -110,7 +110,17 @@
  * memory that an unfinished MPI request may still write is never freed:
  * the process must end without MPI_Finalize (Open MPI 4.1's waits for the
  * dead rank), e.g. with _exit once rig_remote_close and rig_job_close
- * returned.
+ * returned.  What this layer cannot bound: a call that MPI itself never
+ * returns from.  Across machines over Open MPI 4.1's TCP BTL (mpirun
+ * --enable-recovery, so that the survivors live on), an agent killed
+ * while an image is moving to it can deadlock the controller's thread
+ * inside MPI_Testall: the BTL's failed send closes the endpoint, whose
+ * error path sends again and takes the endpoint's send lock that the
+ * failed send still holds (4 loads of 8 across 3 simulated hosts
+ * failed, the two looked into so; on one node the image goes through
+ * shared memory, and the death of an agent whose program runs met no
+ * such send in 9 runs of 9).  Without
+ * --enable-recovery mpirun ends the whole job at the death instead.
  *
  * Memory an agent keeps.  An agent receives each file of an image of at
  * least 1 MiB into a staging line of its own that the loaded program then
