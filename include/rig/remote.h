@@ -110,17 +110,17 @@
  * memory that an unfinished MPI request may still write is never freed:
  * the process must end without MPI_Finalize (Open MPI 4.1's waits for the
  * dead rank), e.g. with _exit once rig_remote_close and rig_job_close
- * returned.  What this layer cannot bound: a call that MPI itself never
- * returns from.  Across machines over Open MPI 4.1's TCP BTL (mpirun
+ * returned.  A call that MPI itself never returns from no wait can
+ * leave: across machines over Open MPI 4.1's TCP BTL (mpirun
  * --enable-recovery, so that the survivors live on), an agent killed
- * while an image is moving to it can deadlock the controller's thread
- * inside MPI_Testall: the BTL's failed send closes the endpoint, whose
- * error path sends again and takes the endpoint's send lock that the
- * failed send still holds (4 loads of 8 across 3 simulated hosts
- * failed, the two looked into so; on one node the image goes through
- * shared memory, and the death of an agent whose program runs met no
- * such send in 9 runs of 9).  Without
- * --enable-recovery mpirun ends the whole job at the death instead.
+ * while an image moved to it deadlocked the controller's thread inside
+ * MPI_Testall (the BTL's failed send closes the endpoint, whose error
+ * path sends again and takes the send lock the failed send still holds;
+ * 8 loads of 14 across 3 simulated hosts).  Rather than wait for the batch
+ * system's time limit, a thread of this layer watches its MPI calls: one
+ * still in progress after RIG_REMOTE_STUCK_MS (10 s) ends the process
+ * with status 70, after a line that names the rank and the call.
+ * (Without --enable-recovery, mpirun ends the whole job at the death.)
  *
  * Memory an agent keeps.  An agent receives each file of an image of at
  * least 1 MiB into a staging line of its own that the loaded program then
@@ -166,6 +166,10 @@
  *   RIG_REMOTE_KEEP_BYTES   the most bytes of staging memory an agent
  *                           keeps for later loads (268435456; 0: none; see
  *                           Memory below)
+ *   RIG_REMOTE_STUCK_MS     when one MPI call of this layer has not
+ *                           returned in this many ms, the process says so
+ *                           and ends with status 70 (10000; at most
+ *                           86400000; 0: never; see Failure below)
  *   RIG_REMOTE_TEST_CORRUPT for tests only: a comma list of agent ranks
  *                           that change one byte of every image they
  *                           receive before preparing it, so that their

@@ -15,6 +15,7 @@ REMOTE_TEST_FILES = \
 	mpi_tests/remote/kill_load_np3.mpi \
 	mpi_tests/remote/kill_run_np3.mpi \
 	mpi_tests/remote/kill_controller_np3.mpi \
+	mpi_tests/remote/stuck_np3.mpi \
 	mpi_tests/remote/badinput_np2.mpi \
 	mpi_tests/remote/badinput_np3.mpi \
 	mpi_tests/remote/mpmd_np3.mpi \
@@ -48,7 +49,7 @@ REMOTE_MANIFESTS = \
 EXTRA_DIST += $(REMOTE_TEST_FILES) $(REMOTE_MANIFESTS) $(RAIL_MANIFESTS) \
 	$(STENCIL_WASM_TESTS) \
 	mpi_tests/remote/stencil_native_h4.mh mpi_tests/remote/stencil_wasm_h4.mh \
-	mpi_tests/remote/kill_run_h3.mh \
+	mpi_tests/remote/kill_load_h3.mh mpi_tests/remote/kill_run_h3.mh \
 	mpi_tests/remote/manifests/wsum.json mpi_tests/remote/wsum.wat \
 	mpi_tests/remote/test_mesh_run.sh mpi_tests/remote/test_cuda_mock.sh
 
@@ -124,10 +125,9 @@ CLEANFILES += mpi_tests/remote/programs.stamp \
 	mpi_tests/remote/programs/*/*/*
 
 # Across 3 and 4 simulated hosts (mpi_tests/multihost's bed; skipped
-# without root or iproute2).  No kill during a load: rig/remote.h,
-# "Failure", says why.
+# without root or iproute2).
 TESTS += mpi_tests/remote/stencil_native_h4.mh \
-	mpi_tests/remote/kill_run_h3.mh
+	mpi_tests/remote/kill_load_h3.mh mpi_tests/remote/kill_run_h3.mh
 if RIG_HAVE_WABT
 TESTS += $(STENCIL_WASM_TESTS) mpi_tests/remote/stencil_wasm_h4.mh
 endif

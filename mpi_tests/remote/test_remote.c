@@ -28,6 +28,12 @@
  *   --kill-controller  (3 ranks, --enable-recovery) the controller dies
  *                  while programs run: every agent's serve returns
  *                  "failed:" within 2 s and its nodes end
+ *   --stuck        (3 ranks, --enable-recovery, RIG_REMOTE_STUCK_MS set)
+ *                  the controller's MPI_Testall never returns once a load
+ *                  began (this program's own MPI_Testall, as Open MPI
+ *                  4.1's TCP BTL does after a peer's death): the watch
+ *                  ends the controller after RIG_REMOTE_STUCK_MS, and
+ *                  every agent's serve returns "failed:" within 2 s of it
  *   --badinput     every function of rig/remote.h with bad arguments
  *   --mpmd         the controller alone (np 1 of an MPMD launch whose
  *                  other ranks run rig_agent)
@@ -793,6 +799,39 @@ static void test_kill_controller(void)
     raise(SIGKILL);
 }
 
+/* --stuck: MPI_Testall as MPI's profiling interface lets a program
+ * replace it, which is PMPI_Testall until `stuck` is set, and then never
+ * returns -- what a deadlock inside MPI looks like to its caller. */
+static atomic_bool stuck;
+
+int MPI_Testall(int count, MPI_Request reqs[], int *flag, MPI_Status st[])
+{
+    while (atomic_load(&stuck)) {
+        pause();
+    }
+    return PMPI_Testall(count, reqs, flag, st);
+}
+
+/* The controller's clock when its MPI_Testall stops returning reaches the
+ * agents first (as test_kill_controller's kill time). */
+static void test_stuck(void)
+{
+    int64_t p = 0;
+    T_OK(rig_remote_load_catalog(rm, root, "rsum", NULL, 0, &p, &t_err));
+    uint64_t t = now_ns();
+    for (int r = 1; r < size; r++) {
+        MPI_Send(&t, 1, MPI_UINT64_T, r, KILL_TIME_TAG, MPI_COMM_WORLD);
+    }
+    printf("controller: MPI_Testall never returns from now on\n");
+    fflush(stdout);
+    atomic_store(&stuck, true);
+    char *msg = NULL;
+    rig_remote_load_catalog(rm, root, "rsum", NULL, 0, &p, &msg);
+    T_FAIL("the load with a stuck MPI_Testall returned: %s",
+           msg != NULL ? msg : "true");
+    free(msg);
+}
+
 /* An agent after its serve returned: when the controller died. */
 static uint64_t kill_time(void)
 {
@@ -1231,9 +1270,9 @@ int main(int argc, char **argv)
     me = t_rank;
     setvbuf(stdout, NULL, _IOLBF, 0);
     const char *mode = argc > 1 ? argv[1] : "--basic";
-    bool kills = strcmp(mode, "--kill-load") == 0 ||
-                 strcmp(mode, "--kill-run") == 0 ||
-                 strcmp(mode, "--kill-controller") == 0;
+    bool kills =
+        strcmp(mode, "--kill-load") == 0 || strcmp(mode, "--kill-run") == 0 ||
+        strcmp(mode, "--kill-controller") == 0 || strcmp(mode, "--stuck") == 0;
     if (strcmp(mode, "--threads") == 0 && provided < MPI_THREAD_SERIALIZED) {
         if (me == 0) {
             printf("SKIP: MPI provides thread level %d, below "
@@ -1299,6 +1338,20 @@ int main(int argc, char **argv)
                        me, ms);
                 T_ASSERT(t_ret >= t_kill && ms < 2000.0);
             }
+            if (strcmp(mode, "--stuck") == 0) {
+                /* Not before the limit (then it was not the watch), and
+                 * within 2 s after it. */
+                T_ASSERT(strstr(msg, "rank 0") != NULL);
+                const char *v = getenv("RIG_REMOTE_STUCK_MS");
+                double limit = v != NULL ? atof(v) : 10000.0;
+                uint64_t t_stuck = kill_time();
+                double ms = (double)(t_ret - t_stuck) / 1e6;
+                printf("rank %d: serve returned %.1f ms after the "
+                       "controller's MPI_Testall stopped returning "
+                       "(RIG_REMOTE_STUCK_MS %.0f; bound %.0f-%.0f ms)\n",
+                       me, ms, limit, limit, limit + 2000.0);
+                T_ASSERT(ms >= limit && ms < limit + 2000.0);
+            }
         } else if (!ok) {
             T_FAIL("serve: %s", msg != NULL ? msg : "?");
         }
@@ -1330,6 +1383,8 @@ int main(int argc, char **argv)
         test_kill_run();
     } else if (strcmp(mode, "--kill-controller") == 0) {
         test_kill_controller();
+    } else if (strcmp(mode, "--stuck") == 0) {
+        test_stuck();
     } else if (strcmp(mode, "--badinput") == 0) {
         test_badinput();
     } else if (strcmp(mode, "--mpmd") == 0) {

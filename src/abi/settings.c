@@ -65,6 +65,9 @@ static const rig_setting settings[] = {
      "the most bytes of an image in one MPI call"},
     {"RIG_REMOTE_KEEP_BYTES", "268435456",
      "staging memory an agent keeps for later loads (0: none)"},
+    {"RIG_REMOTE_STUCK_MS", "10000",
+     "end the process when one MPI call of the remote layer has not "
+     "returned in this long (0: never)"},
     {"RIG_REMOTE_TEST_CORRUPT", "none",
      "tests only: agent ranks that corrupt every image they get"},
 };

@@ -85,7 +85,8 @@ static void pending_progress(rig_remote *rm)
     size_t k = 0;
     for (size_t i = 0; i < rm->npending; i++) {
         int flag = 0;
-        MPI_Test(&rm->pending[i], &flag, MPI_STATUS_IGNORE);
+        RM_MPI(rm, "MPI_Test",
+               MPI_Test(&rm->pending[i], &flag, MPI_STATUS_IGNORE));
         if (flag) {
             free(rm->pending_buf[i]);
         } else {
@@ -132,8 +133,9 @@ static void send_unasked(rig_remote *rm, int tag, rm_buf *b)
         return;
     }
     MPI_Request req;
-    if (MPI_Isend(b->p, (int)b->len, MPI_BYTE, 0, tag, rm->comm, &req) !=
-        MPI_SUCCESS) {
+    if (RM_MPI(rm, "MPI_Isend",
+               MPI_Isend(b->p, (int)b->len, MPI_BYTE, 0, tag, rm->comm,
+                         &req)) != MPI_SUCCESS) {
         rm_buf_free(b);
         return;
     }
@@ -221,8 +223,9 @@ static bool send_msg(rig_remote *rm, rm_reply *h, const int32_t *threads,
         }
     }
     MPI_Request req;
-    int rc =
-        MPI_Isend(b.p, (int)b.len, MPI_BYTE, 0, RM_TAG_REPLY, rm->comm, &req);
+    int rc = RM_MPI(
+        rm, "MPI_Isend",
+        MPI_Isend(b.p, (int)b.len, MPI_BYTE, 0, RM_TAG_REPLY, rm->comm, &req));
     if (rc != MPI_SUCCESS) {
         rm_buf_free(&b);
         return rm_mpi_err(err, rc, "MPI_Isend");
@@ -711,10 +714,13 @@ static bool receive_image(rig_remote *rm, const rm_cmd *c, const file_desc *f,
             int len = (int)(left < c->chunk ? left : c->chunk);
             uint8_t *into = bufs != NULL ? bufs[i] + off : scratch;
             MPI_Request *r = bufs != NULL ? &reqs[k++] : &reqs[0];
-            int rc = c->image == RM_IMAGE_BCAST
-                         ? MPI_Ibcast(into, len, MPI_BYTE, 0, rm->comm, r)
-                         : MPI_Irecv(into, len, MPI_BYTE, 0, RM_TAG_IMAGE,
-                                     rm->comm, r);
+            int rc =
+                c->image == RM_IMAGE_BCAST
+                    ? RM_MPI(rm, "MPI_Ibcast",
+                             MPI_Ibcast(into, len, MPI_BYTE, 0, rm->comm, r))
+                    : RM_MPI(rm, "MPI_Irecv",
+                             MPI_Irecv(into, len, MPI_BYTE, 0, RM_TAG_IMAGE,
+                                       rm->comm, r));
             if (rc != MPI_SUCCESS) {
                 /* Requests posted already may still write their lines. */
                 rig_job_fail(rm->job, "an agent could not receive an image");
@@ -1218,7 +1224,8 @@ bool rig_remote_serve(rig_remote *rm, char **err)
         int flag = 0;
         MPI_Message m;
         MPI_Status st;
-        int rc = MPI_Improbe(0, RM_TAG_CMD, rm->comm, &flag, &m, &st);
+        int rc = RM_MPI(rm, "MPI_Improbe",
+                        MPI_Improbe(0, RM_TAG_CMD, rm->comm, &flag, &m, &st));
         if (rc != MPI_SUCCESS) {
             rm->served = true;
             rm_agent_unload_all(rm);
@@ -1230,8 +1237,10 @@ bool rig_remote_serve(rig_remote *rm, char **err)
             MPI_Get_count(&st, MPI_BYTE, &count);
             uint8_t *msg = malloc(count > 0 ? (size_t)count : 1);
             uint8_t dummy;
-            rc = MPI_Mrecv(msg != NULL ? msg : &dummy, msg != NULL ? count : 0,
-                           MPI_BYTE, &m, MPI_STATUS_IGNORE);
+            rc = RM_MPI(rm, "MPI_Mrecv",
+                        MPI_Mrecv(msg != NULL ? msg : &dummy,
+                                  msg != NULL ? count : 0, MPI_BYTE, &m,
+                                  MPI_STATUS_IGNORE));
             bool closed = false;
             bool ok;
             if (msg == NULL || rc != MPI_SUCCESS) {

@@ -168,7 +168,8 @@ static uint8_t *take_msg(rig_remote *rm, int tag, int *count, int *from,
     MPI_Message m;
     MPI_Status st;
     *any = false;
-    if (MPI_Improbe(MPI_ANY_SOURCE, tag, rm->comm, &flag, &m, &st) !=
+    if (RM_MPI(rm, "MPI_Improbe",
+               MPI_Improbe(MPI_ANY_SOURCE, tag, rm->comm, &flag, &m, &st)) !=
             MPI_SUCCESS ||
         !flag) {
         return NULL;
@@ -178,8 +179,10 @@ static uint8_t *take_msg(rig_remote *rm, int tag, int *count, int *from,
     MPI_Get_count(&st, MPI_BYTE, count);
     uint8_t *msg = malloc(*count > 0 ? (size_t)*count : 1);
     uint8_t dummy;
-    int rc = MPI_Mrecv(msg != NULL ? msg : &dummy, msg != NULL ? *count : 0,
-                       MPI_BYTE, &m, MPI_STATUS_IGNORE);
+    int rc =
+        RM_MPI(rm, "MPI_Mrecv",
+               MPI_Mrecv(msg != NULL ? msg : &dummy, msg != NULL ? *count : 0,
+                         MPI_BYTE, &m, MPI_STATUS_IGNORE));
     *from = st.MPI_SOURCE;
     if (rc != MPI_SUCCESS || msg == NULL) {
         free(msg);
@@ -284,8 +287,9 @@ bool rm_replies(rig_remote *rm, const int *ranks, size_t n, uint64_t seq,
             int flag = 0;
             MPI_Message m;
             MPI_Status st;
-            int rc =
-                MPI_Improbe(ranks[i], RM_TAG_REPLY, rm->comm, &flag, &m, &st);
+            int rc = RM_MPI(
+                rm, "MPI_Improbe",
+                MPI_Improbe(ranks[i], RM_TAG_REPLY, rm->comm, &flag, &m, &st));
             if (rc != MPI_SUCCESS) {
                 free(have);
                 return rm_mpi_err(err, rc, "MPI_Improbe");
@@ -297,8 +301,10 @@ bool rm_replies(rig_remote *rm, const int *ranks, size_t n, uint64_t seq,
             MPI_Get_count(&st, MPI_BYTE, &count);
             uint8_t *msg = malloc(count > 0 ? (size_t)count : 1);
             uint8_t dummy;
-            rc = MPI_Mrecv(msg != NULL ? msg : &dummy, msg != NULL ? count : 0,
-                           MPI_BYTE, &m, MPI_STATUS_IGNORE);
+            rc = RM_MPI(rm, "MPI_Mrecv",
+                        MPI_Mrecv(msg != NULL ? msg : &dummy,
+                                  msg != NULL ? count : 0, MPI_BYTE, &m,
+                                  MPI_STATUS_IGNORE));
             rm_got *g = &out[i];
             g->rank = ranks[i];
             rm_rd r = {.p = msg, .len = msg != NULL ? (size_t)count : 0};
@@ -398,8 +404,9 @@ bool rm_round_trip(rig_remote *rm, const int *ranks, size_t n, rm_buf *msg,
         return rig_err(err, "nomem: %s", what);
     }
     for (size_t i = 0; i < n; i++) {
-        int rc = MPI_Isend(msg->p, (int)msg->len, MPI_BYTE, ranks[i],
-                           RM_TAG_CMD, rm->comm, &reqs[i]);
+        int rc = RM_MPI(rm, "MPI_Isend",
+                        MPI_Isend(msg->p, (int)msg->len, MPI_BYTE, ranks[i],
+                                  RM_TAG_CMD, rm->comm, &reqs[i]));
         if (rc != MPI_SUCCESS) {
             /* The agents before it wait for a reply's turn: the job must
              * end, or the next round meets their stale state. */
@@ -597,11 +604,13 @@ static bool post_image(rig_remote *rm, const mesh_payload *src, const int *t,
             /* MPI reads a root's or sender's buffer only. */
             void *from = f->data + off;
             for (size_t j = 0; j < (all ? 1 : n); j++) {
-                int rc =
-                    all ? MPI_Ibcast(from, len, MPI_BYTE, 0, rm->comm,
-                                     &(*reqs)[*nreq])
-                        : MPI_Isend(from, len, MPI_BYTE, t[j], RM_TAG_IMAGE,
-                                    rm->comm, &(*reqs)[*nreq]);
+                int rc = all ? RM_MPI(rm, "MPI_Ibcast",
+                                      MPI_Ibcast(from, len, MPI_BYTE, 0,
+                                                 rm->comm, &(*reqs)[*nreq]))
+                             : RM_MPI(rm, "MPI_Isend",
+                                      MPI_Isend(from, len, MPI_BYTE, t[j],
+                                                RM_TAG_IMAGE, rm->comm,
+                                                &(*reqs)[*nreq]));
                 if (rc != MPI_SUCCESS) {
                     return rm_mpi_err(err, rc,
                                       all ? "MPI_Ibcast" : "MPI_Isend");
@@ -860,8 +869,9 @@ bool rig_remote_load_ends(rig_remote *rm, const mesh_payload *src,
     }
     tc = rig_now_ns();
     for (size_t i = 0; i < n; i++) {
-        int rc = MPI_Isend(msg.p, (int)msg.len, MPI_BYTE, t[i], RM_TAG_CMD,
-                           rm->comm, &creq[i]);
+        int rc = RM_MPI(rm, "MPI_Isend",
+                        MPI_Isend(msg.p, (int)msg.len, MPI_BYTE, t[i],
+                                  RM_TAG_CMD, rm->comm, &creq[i]));
         if (rc != MPI_SUCCESS) {
             rig_job_fail(rm->job, "the controller could not send a load");
             ok = rm_mpi_err(err, rc, "MPI_Isend");

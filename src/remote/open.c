@@ -22,6 +22,9 @@
 #define RM_CHUNK_MIN 4096ull
 /* What an agent keeps of unloaded images' staging memory (agent.c). */
 #define RM_KEEP_DEFAULT (256ull << 20)
+/* RIG_REMOTE_STUCK_MS (wait.c, "MPI that does not return"). */
+#define RM_STUCK_MS_DEFAULT 10000ull
+#define RM_STUCK_MS_MAX 86400000ull
 
 void rig_remote_options_init(rig_remote_options *opt)
 {
@@ -131,6 +134,17 @@ static bool settings(rig_remote *rm, const rig_remote_options *opt,
                      err)) {
         return false;
     }
+    uint64_t stuck_ms = 0;
+    if (!rig_env_u64("RIG_REMOTE_STUCK_MS", RM_STUCK_MS_DEFAULT, &stuck_ms,
+                     err)) {
+        return false;
+    }
+    if (stuck_ms > RM_STUCK_MS_MAX) {
+        return rig_err(err,
+                       "invalid: RIG_REMOTE_STUCK_MS=%llu is more than %llu",
+                       (unsigned long long)stuck_ms, RM_STUCK_MS_MAX);
+    }
+    rm->stuck_ns = stuck_ms * 1000000u;
     return corrupt_env(rm->rank, &rm->corrupt, err);
 }
 
@@ -196,7 +210,9 @@ static bool exchange(rig_remote *rm, const rm_buf *mine, uint8_t **table,
         goto out;
     }
     MPI_Request req;
-    int rc = MPI_Igather(&len, 1, MPI_INT, lens, 1, MPI_INT, 0, rm->comm, &req);
+    int rc = RM_MPI(
+        rm, "MPI_Igather",
+        MPI_Igather(&len, 1, MPI_INT, lens, 1, MPI_INT, 0, rm->comm, &req));
     if (rc != MPI_SUCCESS) {
         rm_mpi_err(err, rc, "MPI_Igather");
         goto out;
@@ -223,8 +239,9 @@ static bool exchange(rig_remote *rm, const rm_buf *mine, uint8_t **table,
             goto out;
         }
     }
-    rc = MPI_Igatherv(mine->p, len, MPI_BYTE, all, lens, displs, MPI_BYTE, 0,
-                      rm->comm, &req);
+    rc = RM_MPI(rm, "MPI_Igatherv",
+                MPI_Igatherv(mine->p, len, MPI_BYTE, all, lens, displs,
+                             MPI_BYTE, 0, rm->comm, &req));
     if (rc != MPI_SUCCESS) {
         rm_mpi_err(err, rc, "MPI_Igatherv");
         goto out;
@@ -246,7 +263,8 @@ static bool exchange(rig_remote *rm, const rm_buf *mine, uint8_t **table,
         }
         tlen = t.oom ? 0 : t.len;
     }
-    rc = MPI_Ibcast(&tlen, 1, MPI_UINT64_T, 0, rm->comm, &req);
+    rc = RM_MPI(rm, "MPI_Ibcast",
+                MPI_Ibcast(&tlen, 1, MPI_UINT64_T, 0, rm->comm, &req));
     if (rc != MPI_SUCCESS) {
         rm_mpi_err(err, rc, "MPI_Ibcast");
         goto out;
@@ -271,7 +289,8 @@ static bool exchange(rig_remote *rm, const rm_buf *mine, uint8_t **table,
         rig_job_fail(rm->job, "a rank could not open the remote layer");
         goto out;
     }
-    rc = MPI_Ibcast(t.p, (int)tlen, MPI_BYTE, 0, rm->comm, &req);
+    rc = RM_MPI(rm, "MPI_Ibcast",
+                MPI_Ibcast(t.p, (int)tlen, MPI_BYTE, 0, rm->comm, &req));
     if (rc != MPI_SUCCESS) {
         rm_mpi_err(err, rc, "MPI_Ibcast");
         goto out;
@@ -298,6 +317,7 @@ out:
 
 static void remote_free(rig_remote *rm)
 {
+    rm_stuck_stop(rm);
     rm_rails_free(rm);
     rm_records_free(rm);
     rm_table_free(rm);
@@ -362,6 +382,7 @@ bool rig_remote_open(rig_job *job, MPI_Comm comm, const rig_remote_options *opt,
     } else {
         ok = settings(rm, opt, &executors, &by, &mine);
     }
+    rm_stuck_start(rm);
     if (job != NULL && rig_job_failed(job)) {
         free(mine);
         rm_failed(rm, err, "opening the remote layer");
@@ -369,7 +390,7 @@ bool rig_remote_open(rig_job *job, MPI_Comm comm, const rig_remote_options *opt,
         return false;
     }
     MPI_Request req;
-    int rc = MPI_Comm_idup(comm, &rm->comm, &req);
+    int rc = RM_MPI(rm, "MPI_Comm_idup", MPI_Comm_idup(comm, &rm->comm, &req));
     if (rc != MPI_SUCCESS) {
         free(mine);
         rm_mpi_err(err, rc, "MPI_Comm_idup");

@@ -346,8 +346,9 @@ bool rm_rail_make(rig_remote *rm, int a, int b, const rig_transfer *send,
     }
     size_t posted = 0;
     for (size_t i = 0; ok && i < n; i++) {
-        int rc = MPI_Isend(msg[i].p, (int)msg[i].len, MPI_BYTE, ranks[i],
-                           RM_TAG_CMD, rm->comm, &req[i]);
+        int rc = RM_MPI(rm, "MPI_Isend",
+                        MPI_Isend(msg[i].p, (int)msg[i].len, MPI_BYTE, ranks[i],
+                                  RM_TAG_CMD, rm->comm, &req[i]));
         if (rc != MPI_SUCCESS) {
             /* An agent told alone would wait for its peer for good. */
             rig_job_fail(rm->job, "the controller could not send a rail");

@@ -30,6 +30,8 @@
 #include "mesh/ends.h"
 #include "mesh/executors.h"
 
+#include "../util/util_internal.h"
+
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -350,6 +352,18 @@ struct rig_remote {
     MPI_Request *pending; /* crash reports on their way */
     void **pending_buf;
     size_t npending, pending_cap;
+
+    /* The watch on MPI itself (wait.c, "MPI that does not return"): when
+     * this layer's MPI call in progress began (rig_now_ns; 0: none) and
+     * its name, and the thread that ends the process once one call has
+     * not returned in stuck_ns (RIG_REMOTE_STUCK_MS; 0: no thread). */
+    _Atomic uint64_t mpi_since;
+    _Atomic(const char *) mpi_call;
+    uint64_t stuck_ns;
+    pthread_t stuck_thread;
+    bool stuck_started, stuck_stop; /* stuck_stop under stuck_lock */
+    pthread_mutex_t stuck_lock;
+    pthread_cond_t stuck_cond;
 };
 
 /* ---- waits (wait.c) ----------------------------------------------------- */
@@ -372,6 +386,29 @@ typedef struct {
  * (a command served, a reply taken) makes the next steps hot again. */
 void rm_backoff_step(rm_backoff *b, rm_pace pace);
 void rm_backoff_reset(rm_backoff *b);
+
+/* RM_MPI(rm, "MPI_Isend", MPI_Isend(...)): the MPI call, its return
+ * code, with rm's watch on MPI told that it is in progress (every MPI
+ * call of this layer after open goes through it: wait.c says why). */
+#define RM_MPI(rm, name, call)                                                 \
+    (rm_mpi_enter((rm), (name)), rm_mpi_left((rm), (call)))
+
+static inline void rm_mpi_enter(rig_remote *rm, const char *name)
+{
+    atomic_store_explicit(&rm->mpi_call, name, memory_order_relaxed);
+    atomic_store_explicit(&rm->mpi_since, rig_now_ns(), memory_order_release);
+}
+
+static inline int rm_mpi_left(rig_remote *rm, int rc)
+{
+    atomic_store_explicit(&rm->mpi_since, 0, memory_order_release);
+    return rc;
+}
+
+/* The watch on MPI: started by rig_remote_open (RIG_REMOTE_STUCK_MS read
+ * into rm->stuck_ns first), stopped by rm_stuck_stop, before rm goes. */
+void rm_stuck_start(rig_remote *rm);
+void rm_stuck_stop(rig_remote *rm);
 
 /* "failed: <what>: <the job's reason>" into *err; false. */
 bool rm_failed(const rig_remote *rm, char **err, const char *what);

@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 /* ---- pacing -------------------------------------------------------------- */
 
@@ -102,6 +103,115 @@ void rm_backoff_step(rm_backoff *b, rm_pace pace)
     nanosleep(&ts, NULL);
 }
 
+/* ---- MPI that does not return ------------------------------------------ */
+
+/* Every wait of this layer leaves when the job fails -- between MPI calls.
+ * A call that MPI itself never returns from no wait can leave: across
+ * machines over Open MPI 4.1's TCP BTL (mpirun --enable-recovery), an
+ * agent killed while an image moved to it left the controller in
+ * MPI_Testall for good, 8 loads of 14 across 3 simulated hosts: the BTL's
+ * failed send closed the endpoint, whose error path sent again and took
+ * the endpoint's send lock that the failed send still held.  The process
+ * then waits until the batch system's time limit.  So a thread watches:
+ * when the same call of this layer (RM_MPI) is still in progress at
+ * every look over RIG_REMOTE_STUCK_MS (10 s by default; every call it
+ * watches is one that returns at once, or takes a message that has
+ * arrived), it says so and ends the process, as MPI's default error
+ * handler would.  It counts looks, not the clock: a process stopped
+ * (SIGSTOP) and resumed is not taken for a stuck one.  It looks every
+ * quarter of the limit, at most every second, at least every 10 ms, and
+ * does nothing else: an idle job wakes it once a second. */
+#define RM_STUCK_LOOKS 4u
+#define RM_STUCK_LOOK_MAX_NS 1000000000ull
+#define RM_STUCK_LOOK_MIN_NS 10000000ull
+#define RM_STUCK_EXIT 70 /* EX_SOFTWARE */
+
+static void stuck_end(rig_remote *rm, uint64_t looked_ns)
+{
+    const char *call = atomic_load(&rm->mpi_call);
+    rig_log(RIG_LOG_ERROR,
+            "rank %d: %s, called by the remote layer, has not returned "
+            "in %.1f s (RIG_REMOTE_STUCK_MS=%llu): MPI is stuck inside "
+            "itself, which no wait of rig's can leave (Open MPI 4.1's TCP "
+            "BTL deadlocks so when a peer dies during a send); ending this "
+            "process with status %d",
+            rm->rank, call != NULL ? call : "an MPI call",
+            (double)looked_ns / 1e9,
+            (unsigned long long)(rm->stuck_ns / 1000000u), RM_STUCK_EXIT);
+    _exit(RM_STUCK_EXIT);
+}
+
+static void *stuck_main(void *arg)
+{
+    rig_remote *rm = arg;
+    uint64_t look = rm->stuck_ns / RM_STUCK_LOOKS;
+    look = look > RM_STUCK_LOOK_MAX_NS   ? RM_STUCK_LOOK_MAX_NS
+           : look < RM_STUCK_LOOK_MIN_NS ? RM_STUCK_LOOK_MIN_NS
+                                         : look;
+    uint64_t seen = 0, looked = 0;
+    pthread_mutex_lock(&rm->stuck_lock);
+    while (!rm->stuck_stop) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        uint64_t at = (uint64_t)ts.tv_nsec + look;
+        ts.tv_sec += (time_t)(at / 1000000000u);
+        ts.tv_nsec = (long)(at % 1000000000u);
+        pthread_cond_timedwait(&rm->stuck_cond, &rm->stuck_lock, &ts);
+        if (rm->stuck_stop) {
+            break;
+        }
+        uint64_t since =
+            atomic_load_explicit(&rm->mpi_since, memory_order_acquire);
+        if (since == 0 || since != seen) {
+            seen = since;
+            looked = 0;
+            continue;
+        }
+        looked += look;
+        if (looked >= rm->stuck_ns) {
+            stuck_end(rm, looked);
+        }
+    }
+    pthread_mutex_unlock(&rm->stuck_lock);
+    return NULL;
+}
+
+void rm_stuck_start(rig_remote *rm)
+{
+    pthread_mutex_init(&rm->stuck_lock, NULL);
+    pthread_condattr_t a;
+    pthread_condattr_init(&a);
+    pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
+    pthread_cond_init(&rm->stuck_cond, &a);
+    pthread_condattr_destroy(&a);
+    if (rm->stuck_ns == 0) {
+        return;
+    }
+    int rc = pthread_create(&rm->stuck_thread, NULL, stuck_main, rm);
+    if (rc != 0) {
+        rig_log(RIG_LOG_WARN,
+                "rank %d: no watch on MPI calls that do not return "
+                "(pthread_create: %s)",
+                rm->rank, strerror(rc));
+        return;
+    }
+    rm->stuck_started = true;
+}
+
+void rm_stuck_stop(rig_remote *rm)
+{
+    if (rm->stuck_started) {
+        pthread_mutex_lock(&rm->stuck_lock);
+        rm->stuck_stop = true;
+        pthread_cond_signal(&rm->stuck_cond);
+        pthread_mutex_unlock(&rm->stuck_lock);
+        pthread_join(rm->stuck_thread, NULL);
+        rm->stuck_started = false;
+    }
+    pthread_cond_destroy(&rm->stuck_cond);
+    pthread_mutex_destroy(&rm->stuck_lock);
+}
+
 /* ---- errors -------------------------------------------------------------- */
 
 bool rm_mpi_err(char **err, int rc, const char *call)
@@ -178,7 +288,8 @@ bool rm_wait_all(rig_remote *rm, MPI_Request *reqs, int n, rm_pace pace,
     uint32_t turn = 0;
     for (;;) {
         int flag = 0;
-        int rc = MPI_Testall(n, reqs, &flag, MPI_STATUSES_IGNORE);
+        int rc = RM_MPI(rm, "MPI_Testall",
+                        MPI_Testall(n, reqs, &flag, MPI_STATUSES_IGNORE));
         if (rc != MPI_SUCCESS) {
             /* A broken connection to a dead peer: the job's own detection
              * names it, if it comes in time. */
