@@ -30,8 +30,6 @@
 #include "mesh/ends.h"
 #include "mesh/executors.h"
 
-#include "../util/util_internal.h"
-
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -353,11 +351,12 @@ struct rig_remote {
     void **pending_buf;
     size_t npending, pending_cap;
 
-    /* The watch on MPI itself (wait.c, "MPI that does not return"): when
-     * this layer's MPI call in progress began (rig_now_ns; 0: none) and
-     * its name, and the thread that ends the process once one call has
-     * not returned in stuck_ns (RIG_REMOTE_STUCK_MS; 0: no thread). */
-    _Atomic uint64_t mpi_since;
+    /* The watch on MPI itself (wait.c, "MPI that does not return"): this
+     * layer's MPI calls entered and left, counted together (odd while one
+     * is in progress), the last one's name, and the thread that ends the
+     * process once one call has not returned in stuck_ns
+     * (RIG_REMOTE_STUCK_MS; 0: no thread). */
+    _Atomic uint64_t mpi_steps;
     _Atomic(const char *) mpi_call;
     uint64_t stuck_ns;
     pthread_t stuck_thread;
@@ -396,12 +395,12 @@ void rm_backoff_reset(rm_backoff *b);
 static inline void rm_mpi_enter(rig_remote *rm, const char *name)
 {
     atomic_store_explicit(&rm->mpi_call, name, memory_order_relaxed);
-    atomic_store_explicit(&rm->mpi_since, rig_now_ns(), memory_order_release);
+    atomic_fetch_add_explicit(&rm->mpi_steps, 1, memory_order_release);
 }
 
 static inline int rm_mpi_left(rig_remote *rm, int rc)
 {
-    atomic_store_explicit(&rm->mpi_since, 0, memory_order_release);
+    atomic_fetch_add_explicit(&rm->mpi_steps, 1, memory_order_release);
     return rc;
 }
 

@@ -160,10 +160,10 @@ static void *stuck_main(void *arg)
         if (rm->stuck_stop) {
             break;
         }
-        uint64_t since =
-            atomic_load_explicit(&rm->mpi_since, memory_order_acquire);
-        if (since == 0 || since != seen) {
-            seen = since;
+        uint64_t steps =
+            atomic_load_explicit(&rm->mpi_steps, memory_order_acquire);
+        if ((steps & 1u) == 0 || steps != seen) {
+            seen = steps;
             looked = 0;
             continue;
         }
