@@ -16,6 +16,10 @@
 #                              them into MPICH's where MPICH has them)
 #   status=nonzero             the run must end with a nonzero status (a
 #                              rank is killed on purpose); default zero
+#   expect=TEXT                some rank printed TEXT (a fixed string, on
+#                              stdout or stderr; may repeat): what a rank
+#                              that cannot report for itself says as it
+#                              ends
 # Exit: 1 for a FAIL line, a wrong exit status, a timeout or a rank left
 # running after mpirun ended -- whatever any rank printed besides; else 77
 # when a rank printed "SKIP: reason"; 99 for a bad .mpi file; 0 pass.
@@ -99,6 +103,7 @@ envs=
 mcas=
 mpiopts=
 want=zero
+expects=
 limit=300
 while IFS= read -r line || [ -n "$line" ]; do
     case $line in
@@ -112,6 +117,8 @@ while IFS= read -r line || [ -n "$line" ]; do
         timeout=*) limit=${line#timeout=} ;;
         mpirun=*) mpiopts="$mpiopts ${line#mpirun=}" ;;
         status=zero|status=nonzero) want=${line#status=} ;;
+        expect=*) expects="$expects${expects:+
+}${line#expect=}" ;;
         *) echo "mpitest: $spec: unknown line: $line"; exit 99 ;;
     esac
 done < "$spec"
@@ -227,6 +234,16 @@ grep -q '^SKIP:' "$out" && skipped=true
 if grep -q '^FAIL' "$out"; then
     rm -f "$out"
     exit 1
+fi
+if ! $skipped && [ -n "$expects" ]; then
+    while IFS= read -r e; do
+        grep -qF -- "$e" "$out" && continue
+        echo "mpitest: no rank printed: $e"
+        rm -f "$out"
+        exit 1
+    done <<EOF_EXPECT
+$expects
+EOF_EXPECT
 fi
 rm -f "$out"
 if [ "$want" = nonzero ]; then

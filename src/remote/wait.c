@@ -124,21 +124,17 @@ void rm_backoff_step(rm_backoff *b, rm_pace pace)
 #define RM_STUCK_LOOKS 4u
 #define RM_STUCK_LOOK_MAX_NS 1000000000ull
 #define RM_STUCK_LOOK_MIN_NS 10000000ull
-#define RM_STUCK_EXIT 70 /* EX_SOFTWARE */
-
 static void stuck_end(rig_remote *rm, uint64_t looked_ns)
 {
     const char *call = atomic_load(&rm->mpi_call);
-    rig_log(RIG_LOG_ERROR,
-            "rank %d: %s, called by the remote layer, has not returned "
-            "in %.1f s (RIG_REMOTE_STUCK_MS=%llu): MPI is stuck inside "
-            "itself, which no wait of rig's can leave (Open MPI 4.1's TCP "
-            "BTL deadlocks so when a peer dies during a send); ending this "
-            "process with status %d",
-            rm->rank, call != NULL ? call : "an MPI call",
-            (double)looked_ns / 1e9,
-            (unsigned long long)(rm->stuck_ns / 1000000u), RM_STUCK_EXIT);
-    _exit(RM_STUCK_EXIT);
+    rig_stuck_exit("rank %d: %s, called by the remote layer, has not "
+                   "returned in %.1f s (RIG_REMOTE_STUCK_MS=%llu): MPI is "
+                   "stuck inside itself, which no wait of rig's can leave "
+                   "(Open MPI 4.1's TCP BTL deadlocks so when a peer dies "
+                   "during a send)",
+                   rm->rank, call != NULL ? call : "an MPI call",
+                   (double)looked_ns / 1e9,
+                   (unsigned long long)(rm->stuck_ns / 1000000u));
 }
 
 static void *stuck_main(void *arg)

@@ -106,6 +106,19 @@ void rig_log(int level, const char *fmt, ...)
     va_end(ap);
 }
 
+void rig_stuck_exit(const char *fmt, ...)
+{
+    char line[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof(line), fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "rig[%d] error: %s; ending this process with status %d\n",
+            (int)getpid(), line, RIG_STUCK_EXIT);
+    fflush(stderr);
+    _exit(RIG_STUCK_EXIT);
+}
+
 void rig_log_once(int *flag, int level, const char *fmt, ...)
 {
     if (__atomic_exchange_n(flag, 1, __ATOMIC_RELAXED) != 0 ||

@@ -42,6 +42,14 @@ void rig_log(int level, const char *fmt, ...) RIG_PRINTF(2, 3);
 /* Logs at most once per flag (an atomic int of the call site). */
 void rig_log_once(int *flag, int level, const char *fmt, ...) RIG_PRINTF(3, 4);
 
+/* Ends the process with status RIG_STUCK_EXIT (EX_SOFTWARE) after an error
+ * line (fmt, then "; ending this process with status 70"), logged whatever
+ * RIG_LOG says: for a watch of rig's that sees a call into MPI that will
+ * never return, which no wait can leave (the remote layer's, the MPI
+ * transport's). */
+#define RIG_STUCK_EXIT 70
+_Noreturn void rig_stuck_exit(const char *fmt, ...) RIG_PRINTF(1, 2);
+
 /* Settings: RIG_<NAME> from the environment, else the default. */
 const char *rig_env_str(const char *name, const char *dflt);
 /* Parses an unsigned integer setting; false with "invalid: RIG_NAME=..."
