@@ -68,7 +68,10 @@
  *     released, MPI_Comm_create_group on the pair's first rail,
  *     MPI_Win_allocate[_shared]), if the peer dies within that step (both
  *     ranks enter it only once both agreed to, so a job that fails
- *     around it leaves neither there); MPI_Finalize, which frees the
+ *     around it leaves neither there): the transport's watcher then ends
+ *     the process 1 s after it saw the peer die, with status 70 and an
+ *     error line naming the call and the peer, rather than let it wait
+ *     for the batch system's time limit; MPI_Finalize, which frees the
  *     windows of the jobs closed whole (MPI_Win_free, a barrier:
  *     rig_job_close leaves it there so as to call no collective after its
  *     closing barrier).

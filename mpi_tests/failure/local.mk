@@ -21,6 +21,7 @@ FAILURE_TEST_FILES = \
 	mpi_tests/failure/hang_close_death_norails_np2.mpi \
 	mpi_tests/failure/hang_close_death_rails_mpi_np2.mpi \
 	mpi_tests/failure/hang_close_death_rails_np2.mpi \
+	mpi_tests/failure/hang_connect_death_mpi_np3.mpi \
 	mpi_tests/failure/hang_cycles_mpi_np2.mpi \
 	mpi_tests/failure/hang_cycles_np2.mpi \
 	mpi_tests/failure/hang_jump_mpi_np2.mpi \

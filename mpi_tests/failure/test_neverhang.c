@@ -29,6 +29,11 @@
  *                              failure
  *   --jump (2)                 ready jumps to INT64_MAX - 1: returns at
  *                              once, the last two runs land
+ *   --connect-death (3)        RIG_TRANSPORT=mpi: rank 1 dies inside the
+ *                              window allocation of its rail with rank 0,
+ *                              which MPI cannot leave: the transport ends
+ *                              rank 0 (status 70) 1-3 s after; rank 2
+ *                              sees it end
  * A rank that dies announces the time it will die (CLOCK_MONOTONIC, one
  * per node) to the others first.  Survivors end as rig/job.h says a
  * failed job must: rig_job_close says a rank left, so no MPI_Finalize.
@@ -551,6 +556,113 @@ static void test_cycles(long n)
     }
 }
 
+/* ---- a death inside a collective of a pair ------------------------------ */
+
+/* --connect-death: rank 1 dies inside the window allocation of its rail
+ * with rank 0 (RIG_TRANSPORT=mpi), which rank 0 is inside too: MPI cannot
+ * leave that collective, so the transport's watcher must end rank 0 about
+ * a second after the death rather than let it wait for the batch
+ * system's time limit.  Rank 2, with no rail, watches rank 0's process
+ * end.  The allocation is MPI's profiling interface's: PMPI_* until the
+ * victim is in it. */
+#define TAG_PID 4243
+#define PAIR_STUCK_MS 1000.0 /* src/rail/mpi/failure.c */
+
+static bool die_in_window;
+
+static void die_in_collective(void)
+{
+    if (!die_in_window) {
+        return;
+    }
+    uint64_t t = now_ns();
+    MPI_Send(&t, 1, MPI_UINT64_T, 2, TAG_TIME, MPI_COMM_WORLD);
+    die_at(t);
+}
+
+int MPI_Win_allocate_shared(MPI_Aint size, int unit, MPI_Info info,
+                            MPI_Comm comm, void *base, MPI_Win *win)
+{
+    die_in_collective();
+    return PMPI_Win_allocate_shared(size, unit, info, comm, base, win);
+}
+
+int MPI_Win_allocate(MPI_Aint size, int unit, MPI_Info info, MPI_Comm comm,
+                     void *base, MPI_Win *win)
+{
+    die_in_collective();
+    return PMPI_Win_allocate(size, unit, info, comm, base, win);
+}
+
+/* Waits up to GUARD_MS for process pid to end; its end's time, 0 if not. */
+static uint64_t wait_end(pid_t pid)
+{
+    uint64_t until = now_ns() + (uint64_t)GUARD_MS * 1000000u;
+    while (now_ns() < until) {
+        char path[64], state = '?';
+        snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+        FILE *f = fopen(path, "r");
+        /* gone, or a zombie its launcher has still to reap */
+        if (f == NULL || fscanf(f, "%*d %*s %c", &state) != 1 || state == 'Z' ||
+            state == 'X') {
+            uint64_t t = now_ns();
+            if (f != NULL) {
+                fclose(f);
+            }
+            return t;
+        }
+        fclose(f);
+        usleep(1000);
+    }
+    return 0;
+}
+
+static void test_connect_death(void)
+{
+    int32_t pid = (int32_t)getpid(), pid0 = 0;
+    if (me == 0) {
+        MPI_Send(&pid, 1, MPI_INT32_T, 2, TAG_PID, MPI_COMM_WORLD);
+    } else if (me == 2) {
+        MPI_Recv(&pid0, 1, MPI_INT32_T, 0, TAG_PID, MPI_COMM_WORLD,
+                 MPI_STATUS_IGNORE);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (me < 2) {
+        die_in_window = me == 1;
+        make_rail(1 - me);
+        T_FAIL("rig_job_rail returned on rank %d, whose peer %s", me,
+               me == 1 ? "was this rank (it should have died)"
+                       : "died inside the rail's window allocation");
+    }
+    MPI_Request req;
+    uint64_t t_kill = 0;
+    int flag = 0;
+    MPI_Irecv(&t_kill, 1, MPI_UINT64_T, 1, TAG_TIME, MPI_COMM_WORLD, &req);
+    for (int i = 0; i < GUARD_MS && !flag; i++) {
+        MPI_Test(&req, &flag, MPI_STATUS_IGNORE);
+        if (!flag) {
+            usleep(1000);
+        }
+    }
+    if (!flag) {
+        T_FAIL("rank 1 never reached the window allocation in %d ms", GUARD_MS);
+    }
+    uint64_t t_end = wait_end((pid_t)pid0);
+    if (t_end == 0) {
+        T_FAIL("rank 0 still runs %d ms after its peer died inside their "
+               "collective",
+               GUARD_MS);
+    }
+    double ms = ms_since(t_kill, t_end);
+    printf("UNBLOCK %s %s rank 0: ended %.1f ms after rank 1 died inside "
+           "their window allocation (the watcher waits %.0f ms)\n",
+           mode, transport, ms, PAIR_STUCK_MS);
+    T_ASSERT(ms >= PAIR_STUCK_MS && ms < PAIR_STUCK_MS + BOUND_MS);
+    check_failed(1);
+    close_survivor(t_kill);
+    survivor_exit();
+}
+
 /* ---- a stopped peer is not a dead one ----------------------------------- */
 
 static void test_stop(void)
@@ -652,6 +764,7 @@ int main(int argc, char **argv)
         {"--cycles", 2},
         {"--stop", 2},
         {"--jump", 2},
+        {"--connect-death", 3},
     };
     int need = 0;
     for (size_t i = 0; i < sizeof(modes) / sizeof(modes[0]); i++) {
@@ -688,6 +801,8 @@ int main(int argc, char **argv)
         test_stop();
     } else if (strcmp(mode, "--jump") == 0) {
         test_jump();
+    } else if (strcmp(mode, "--connect-death") == 0) {
+        test_connect_death();
     }
     /* The modes where every rank lives close together. */
     if (job != NULL) {

@@ -148,6 +148,7 @@ static bool pair_comm(rig_mpi *m, int peer, MPI_Comm *out, char **err)
         if (rc != MPI_SUCCESS) {
             return rig_err_mpi(err, rc, "MPI_Group_incl");
         }
+        rig_mpi_in_pair(m, peer, "MPI_Comm_create_group");
         rc = MPI_Comm_create_group(m->comm, two, TAG_PAIR, &pc);
         MPI_Group_free(&two);
         if (rc != MPI_SUCCESS) {
@@ -201,7 +202,9 @@ static bool pair_comm(rig_mpi *m, int peer, MPI_Comm *out, char **err)
  * (which sends NOT).  The leader's wait ends with the job's failure.
  * Words carry the rail's id: one of an earlier rail (sent by a rank that
  * gave up, never read) is dropped.  What remains: a peer that dies inside
- * the collective itself, which no rank can leave (rig/job.h). */
+ * the collective itself, which no rank can leave: the collective is
+ * marked (rig_mpi_in_pair), and the watcher ends a process left in it
+ * (failure.c). */
 
 enum { STEP_NOT = 0, STEP_COMING = 1 };
 
@@ -413,6 +416,8 @@ static bool mend_open(rig_mend *e, MPI_Comm pc, rig_rail **rail, char **err)
     size_t page = (size_t)sysconf(_SC_PAGESIZE);
     void *base = NULL;
     MPI_Aint bytes = (MPI_Aint)(e->layout.total + page);
+    rig_mpi_in_pair(m, e->peer,
+                    shared ? "MPI_Win_allocate_shared" : "MPI_Win_allocate");
     int rc = shared
                  ? MPI_Win_allocate_shared(bytes, 1, info, pc, &base, &e->win)
                  : MPI_Win_allocate(bytes, 1, info, pc, &base, &e->win);
@@ -476,6 +481,7 @@ static bool mend_connect(void *end, const void *desc, size_t desc_len,
     if (ok) {
         free_marked(e->m, e->peer);
         ok = pair_comm(e->m, e->peer, &pc, err) && mend_open(e, pc, rail, err);
+        rig_mpi_in_pair(e->m, e->peer, NULL);
     }
     step_end(e);
     if (!ok) {
@@ -541,7 +547,9 @@ static void mend_discard(void *end, rig_rail *rail, bool together)
     }
     if (e->win != MPI_WIN_NULL && together) {
         MPI_Win_unlock_all(e->win);
+        rig_mpi_in_pair(e->m, e->peer, "MPI_Win_free");
         MPI_Win_free(&e->win); /* the peer undoes its side too */
+        rig_mpi_in_pair(e->m, e->peer, NULL);
     }
     rig_mend_free(e);
 }
@@ -649,6 +657,7 @@ static void free_marked(rig_mpi *m, int peer)
         if (e == NULL) {
             return;
         }
+        rig_mpi_in_pair(m, peer, "MPI_Win_free");
         rig_mend_destroy(m, e);
     }
 }

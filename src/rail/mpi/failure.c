@@ -45,7 +45,10 @@
  *
  * A rank that calls MPI_Finalize with the job open fails it and tells
  * every rank it left, so that their closes skip the collectives it would
- * have to join. */
+ * have to join.
+ *
+ * The watcher also ends this process when a peer left while this rank is
+ * inside a collective of their pair ("a collective of a pair", below). */
 #include "mpi_internal.h"
 
 #include <errno.h>
@@ -240,6 +243,39 @@ const char *rig_mpi_failed(rig_transport *t, bool *known)
 
 /* ---- the watcher thread -------------------------------------------------- */
 
+/* A collective of a pair (the frees, communicator and window of the pair
+ * protocol's connect, end.c) that the peer left -- died, or finalized MPI
+ * -- can still return, if the peer had done its part; else never: MPI
+ * (Open MPI 4.1, MPICH 4.0, no ULFM) cannot leave a collective one of its
+ * ranks left, and the process would wait for the batch system's time
+ * limit.  So the watcher, seeing this rank still in one PAIR_STUCK_MS
+ * after it saw the peer leave, ends the process (as MPI's default error
+ * handler would), naming the call and the peer.  It counts its ticks (a
+ * poll that timed out), not the clock: a process stopped and resumed is
+ * not taken for a stuck one. */
+#define PAIR_STUCK_MS 1000
+
+static void look_in_pairs(rig_mpi *m, bool ticked)
+{
+    for (int r = 0; r < m->size; r++) {
+        const char *call =
+            atomic_load_explicit(&m->in_pair[r], memory_order_acquire);
+        if (call == NULL || !rig_failure_has_left(&m->fail, r)) {
+            m->stuck_ticks[r] = 0;
+            continue;
+        }
+        if (ticked && ++m->stuck_ticks[r] * WATCH_MS >= PAIR_STUCK_MS) {
+            rig_stuck_exit(
+                "rank %d: %s, a collective of rank %d and rank %d alone "
+                "(making or freeing a rail of RIG_TRANSPORT=mpi), has not "
+                "returned %d ms after rank %d left the job: MPI cannot "
+                "leave a collective that one of its ranks left, and no wait "
+                "of rig's can",
+                m->rank, call, m->rank, r, PAIR_STUCK_MS, r);
+        }
+    }
+}
+
 void rig_mpi_peer_gone(void *self, int r, const char *why)
 {
     rig_mpi *m = self;
@@ -298,6 +334,7 @@ static void *watcher_main(void *arg)
                 rig_failure_peer_gone(&m->fail, r, "died");
             }
         }
+        look_in_pairs(m, ready == 0);
         rig_lock(&m->lock, MPI_LOCK_LEVEL);
         take_in_locked(m);
         rig_unlock(&m->lock, MPI_LOCK_LEVEL);

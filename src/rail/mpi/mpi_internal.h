@@ -151,11 +151,25 @@ struct rig_mpi {
     int wake_fd; /* an eventfd in its poll: stop */
     bool watching;
     atomic_bool wstop;
+    /* Per peer: the collective of the pair in progress (its MPI call's
+     * name), NULL when none (rig_mpi_in_pair); the watcher's count of
+     * its ticks since the peer died in it. */
+    _Atomic(const char *) *in_pair;
+    unsigned *stuck_ticks;
 };
 
 static inline rig_mpi *rig_mpi_of(rig_transport *t)
 {
     return (rig_mpi *)t;
+}
+
+/* Marks this rank as inside a collective of its pair with peer (call: the
+ * MPI call's name), or out of it (NULL).  A peer that dies while this
+ * rank is in one leaves it there for good: the watcher ends the process
+ * (failure.c, "a collective of a pair"). */
+static inline void rig_mpi_in_pair(rig_mpi *m, int peer, const char *call)
+{
+    atomic_store_explicit(&m->in_pair[peer], call, memory_order_release);
 }
 
 /* ---- transport.c -------------------------------------------------------- */
