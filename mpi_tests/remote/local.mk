@@ -13,6 +13,7 @@ REMOTE_TEST_FILES = \
 	mpi_tests/remote/keep_np3.mpi \
 	mpi_tests/remote/keep0_np3.mpi \
 	mpi_tests/remote/kill_load_np3.mpi \
+	mpi_tests/remote/kill_open_np3.mpi \
 	mpi_tests/remote/kill_run_np3.mpi \
 	mpi_tests/remote/kill_controller_np3.mpi \
 	mpi_tests/remote/stuck_np3.mpi \
@@ -49,7 +50,8 @@ REMOTE_MANIFESTS = \
 EXTRA_DIST += $(REMOTE_TEST_FILES) $(REMOTE_MANIFESTS) $(RAIL_MANIFESTS) \
 	$(STENCIL_WASM_TESTS) \
 	mpi_tests/remote/stencil_native_h4.mh mpi_tests/remote/stencil_wasm_h4.mh \
-	mpi_tests/remote/kill_load_h3.mh mpi_tests/remote/kill_run_h3.mh \
+	mpi_tests/remote/kill_load_h3.mh mpi_tests/remote/kill_open_h3.mh \
+	mpi_tests/remote/kill_run_h3.mh \
 	mpi_tests/remote/manifests/wsum.json mpi_tests/remote/wsum.wat \
 	mpi_tests/remote/test_mesh_run.sh mpi_tests/remote/test_cuda_mock.sh
 
@@ -127,7 +129,8 @@ CLEANFILES += mpi_tests/remote/programs.stamp \
 # Across 3 and 4 simulated hosts (mpi_tests/multihost's bed; skipped
 # without root or iproute2).
 TESTS += mpi_tests/remote/stencil_native_h4.mh \
-	mpi_tests/remote/kill_load_h3.mh mpi_tests/remote/kill_run_h3.mh
+	mpi_tests/remote/kill_load_h3.mh mpi_tests/remote/kill_open_h3.mh \
+	mpi_tests/remote/kill_run_h3.mh
 if RIG_HAVE_WABT
 TESTS += $(STENCIL_WASM_TESTS) mpi_tests/remote/stencil_wasm_h4.mh
 endif

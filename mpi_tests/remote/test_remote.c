@@ -25,6 +25,9 @@
  *   --kill-run     (3 ranks, --enable-recovery) agent 2 is killed while its
  *                  program runs: rig_remote_wait and agent 1's serve
  *                  return "failed:" within 2 s; no node is left running
+ *   --kill-open    (3 ranks, --enable-recovery) agent 2 dies instead of
+ *                  opening the layer: rig_remote_open returns "failed:"
+ *                  naming it on ranks 0 and 1 within 2 s
  *   --kill-controller  (3 ranks, --enable-recovery) the controller dies
  *                  while programs run: every agent's serve returns
  *                  "failed:" within 2 s and its nodes end
@@ -1257,6 +1260,44 @@ static void test_mpmd(void)
     free(agents);
 }
 
+/* --kill-open: agent 2 dies instead of opening the layer, 200 ms after
+ * it told the others when: their rig_remote_open, a collective that waits
+ * for it, returns "failed:" naming it within 2 s of the death. */
+static void test_kill_open(const rig_remote_options *opt)
+{
+    T_ASSERT(size == 3);
+    uint64_t t_kill = 0;
+    if (me == 2) {
+        t_kill = now_ns() + 200000000u;
+        for (int r = 0; r < 2; r++) {
+            MPI_Send(&t_kill, 1, MPI_UINT64_T, r, KILL_TIME_TAG,
+                     MPI_COMM_WORLD);
+        }
+        fflush(stdout);
+        while (now_ns() < t_kill) {
+            nap_ms(1);
+        }
+        raise(SIGKILL);
+    }
+    MPI_Recv(&t_kill, 1, MPI_UINT64_T, 2, KILL_TIME_TAG, MPI_COMM_WORLD,
+             MPI_STATUS_IGNORE);
+    char *msg = NULL;
+    T_ERR(rig_remote_open(job, MPI_COMM_WORLD, opt, &rm, &t_err),
+          "failed: ", "rank 2", &msg);
+    uint64_t t_ret = now_ns();
+    double ms = (double)(t_ret - t_kill) / 1e6;
+    printf("rank %d: rig_remote_open returned %.1f ms after agent 2 died "
+           "(bound 2000 ms): %s\n",
+           me, ms, msg);
+    free(msg);
+    T_ASSERT(t_ret >= t_kill && ms < 2000.0);
+    T_ASSERT(rm == NULL);
+    rig_job_close(job);
+    printf("rank %d: PASS --kill-open\n", me);
+    fflush(stdout);
+    _exit(0); /* MPI_Finalize would wait for the dead rank */
+}
+
 /* ---- main ---------------------------------------------------------------- */
 
 int main(int argc, char **argv)
@@ -1298,6 +1339,9 @@ int main(int argc, char **argv)
                               &rm, &t_err),
               "invalid: ", "executors", NULL);
         test_badinput_one();
+    }
+    if (strcmp(mode, "--kill-open") == 0) {
+        test_kill_open(&opt);
     }
     T_OK(rig_remote_open(job, MPI_COMM_WORLD, &opt, &rm, &t_err));
     T_ASSERT(rig_remote_job(rm) == job);
