@@ -328,6 +328,11 @@ struct rig_remote {
 
     /* The controller. */
     int64_t last_program;
+    /* The last manifest a load parsed: its bytes and what they say
+     * (controller.c, manifest_of; under lock). */
+    char *manifest_json;
+    size_t manifest_len;
+    mesh_manifest manifest;
     uint64_t seq;
     rm_program *programs;
     char **events;
