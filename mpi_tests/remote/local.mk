@@ -12,6 +12,7 @@ REMOTE_TEST_FILES = \
 	mpi_tests/remote/cycles_np3.mpi \
 	mpi_tests/remote/keep_np3.mpi \
 	mpi_tests/remote/keep0_np3.mpi \
+	mpi_tests/remote/kill_close_np3.mpi \
 	mpi_tests/remote/kill_load_np3.mpi \
 	mpi_tests/remote/kill_open_np3.mpi \
 	mpi_tests/remote/kill_run_np3.mpi \

@@ -28,6 +28,9 @@
  *   --kill-open    (3 ranks, --enable-recovery) agent 2 dies instead of
  *                  opening the layer: rig_remote_open returns "failed:"
  *                  naming it on ranks 0 and 1 within 2 s
+ *   --kill-close   (3 ranks, --enable-recovery) agent 2, stopped so that
+ *                  it cannot answer, is killed 200 ms into the
+ *                  controller's rig_remote_close: it returns within 2 s
  *   --kill-controller  (3 ranks, --enable-recovery) the controller dies
  *                  while programs run: every agent's serve returns
  *                  "failed:" within 2 s and its nodes end
@@ -782,6 +785,34 @@ static void test_kill_run(void)
     T_ERR(rig_remote_unload(rm, p, &t_err), "failed: ", "", NULL);
 }
 
+/* --kill-close: agent 2 is stopped, so that it cannot answer the
+ * controller's close, and killed 200 ms into it: rig_remote_close returns
+ * within 2 s of the kill, and the job knows the death. */
+static void test_kill_close(void)
+{
+    T_ASSERT(size == 3);
+    if (!one_kernel()) {
+        printf("SKIP: the test stops and kills agent 2 by its pid: every "
+               "rank must be on one node (or a simulated host of it)\n");
+        return;
+    }
+    int pid = rig_remote_machine_of(rm, 2)->pid;
+    T_EQ(kill(pid, SIGSTOP), 0);
+    killer_arg k = {.pid = pid, .delay_ms = 200};
+    pthread_t th;
+    T_EQ(pthread_create(&th, NULL, killer, &k), 0);
+    rig_remote_close(rm);
+    rm = NULL;
+    uint64_t t_ret = now_ns();
+    pthread_join(th, NULL);
+    double ms = (double)(t_ret - k.t_kill) / 1e6;
+    printf("controller: rig_remote_close returned %.1f ms after agent 2, "
+           "stopped before it, was killed (bound 2000 ms)\n",
+           ms);
+    T_ASSERT(t_ret >= k.t_kill && ms < 2000.0);
+    T_ASSERT(rig_job_failed(job));
+}
+
 /* The controller dies while programs run on every agent: each agent's
  * serve returns "failed:" within 2 s and its nodes end (mpitest.sh fails
  * the test on a process left behind).  The controller's clock of the kill
@@ -1313,7 +1344,8 @@ int main(int argc, char **argv)
     const char *mode = argc > 1 ? argv[1] : "--basic";
     bool kills =
         strcmp(mode, "--kill-load") == 0 || strcmp(mode, "--kill-run") == 0 ||
-        strcmp(mode, "--kill-controller") == 0 || strcmp(mode, "--stuck") == 0;
+        strcmp(mode, "--kill-controller") == 0 ||
+        strcmp(mode, "--stuck") == 0 || strcmp(mode, "--kill-close") == 0;
     if (strcmp(mode, "--threads") == 0 && provided < MPI_THREAD_SERIALIZED) {
         if (me == 0) {
             printf("SKIP: MPI provides thread level %d, below "
@@ -1366,7 +1398,8 @@ int main(int argc, char **argv)
         }
         char *msg = NULL;
         bool ok = rig_remote_serve(rm, &msg);
-        if (kills) {
+        /* --kill-close: agent 1 served the close before agent 2 died. */
+        if (kills && strcmp(mode, "--kill-close") != 0) {
             /* Agent 1 survives agent 2's death and is told. */
             if (ok || msg == NULL || strncmp(msg, "failed: ", 8) != 0) {
                 T_FAIL("serve: %s", ok ? "returned true" : msg);
@@ -1427,6 +1460,8 @@ int main(int argc, char **argv)
         test_kill_run();
     } else if (strcmp(mode, "--kill-controller") == 0) {
         test_kill_controller();
+    } else if (strcmp(mode, "--kill-close") == 0) {
+        test_kill_close();
     } else if (strcmp(mode, "--stuck") == 0) {
         test_stuck();
     } else if (strcmp(mode, "--badinput") == 0) {
