@@ -56,8 +56,9 @@
  * BACKSTOP_MS (below).
  *
  * It also carries for ends whose carrier found the worker lock taken
- * (carrier.c), fails the job for code that could not (failure.c), closes
- * the endpoints of lost peers once they are told.  A failed count needs
+ * (carrier.c), fails the job for code that could not (failure.c), and
+ * takes the endpoints of lost peers out of use once they are told (they
+ * close with the job: transport.c).  A failed count needs
  * no re-raising: nothing lowers it (carrier.c). */
 #include "ucx_internal.h"
 

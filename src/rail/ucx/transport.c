@@ -556,15 +556,16 @@ void rig_ucx_eps_drop_left(rig_ucx *u)
             continue;
         }
         /* Carriers and failure notices check ep_closed under the worker
-         * lock before they use an end's endpoint.  The rkeys stay until
-         * the ends go (an rkey outliving its endpoint is what close does
-         * too). */
+         * lock before they use an end's endpoint.  The endpoint itself
+         * stays until the job closes (what comes over it is dropped:
+         * the job has failed, carrier.c's run_am).  Closing it here, even
+         * forced, left UCX 1.13's TCP transport the receiving half of a
+         * connected socket (uct_tcp_ep_destroy keeps it to take what is
+         * still in flight); when a cut link came back, its events reached
+         * an endpoint UCX had freed, and the progress thread crashed
+         * (SIGSEGV in uct_tcp_iface_progress, 3 runs of about 25 of
+         * cut_port_busy_h2, each at the link's return). */
         u->ep_closed[r] = true;
-        if (u->ep[r] == NULL) {
-            continue;
-        }
-        ep_close_forced(u, u->ep[r]);
-        u->ep[r] = NULL;
     }
     rig_unlock(&u->worker_lock, UCX_LOCK_WORKER);
 }
@@ -645,19 +646,7 @@ static bool ucx_close(rig_transport *t, bool all)
         if (u->ep[r] == NULL) {
             continue;
         }
-        ucp_request_param_t p = {
-            .op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS,
-            .flags = UCP_EP_CLOSE_FLAG_FORCE,
-        };
-        ucs_status_ptr_t req = ucp_ep_close_nbx(u->ep[r], &p);
-        if (UCS_PTR_IS_PTR(req)) {
-            rig_backoff b = {0};
-            while (ucp_request_check_status(req) == UCS_INPROGRESS) {
-                ucp_worker_progress(u->worker);
-                rig_backoff_step(&b);
-            }
-            ucp_request_free(req);
-        }
+        ep_close_forced(u, u->ep[r]);
         u->ep[r] = NULL;
     }
     rig_uend *dead = NULL;
