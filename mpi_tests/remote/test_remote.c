@@ -113,6 +113,18 @@ static bool one_kernel(void)
     return one_node() || getenv("RIG_MH_HOSTS") != NULL;
 }
 
+/* The controller may signal agent 2 by its pid; else the test skips,
+ * saying so. */
+static bool can_signal_agents(void)
+{
+    if (one_kernel()) {
+        return true;
+    }
+    printf("SKIP: the test stops or kills agent 2 by its pid: every rank "
+           "must be on one node (or a simulated host of it)\n");
+    return false;
+}
+
 static int count_fds(int pid)
 {
     char path[64];
@@ -712,9 +724,7 @@ static bool names_machine(const char *msg, int r)
 static void test_kill_load(void)
 {
     T_ASSERT(size == 3);
-    if (!one_kernel()) {
-        printf("SKIP: the test kills agent 2 by its pid: every rank must be "
-               "on one node (or a simulated host of it)\n");
+    if (!can_signal_agents()) {
         return;
     }
     /* rsum and 96 MiB more: the load lasts long enough to be cut. */
@@ -755,9 +765,7 @@ static void test_kill_load(void)
 static void test_kill_run(void)
 {
     T_ASSERT(size == 3);
-    if (!one_kernel()) {
-        printf("SKIP: the test kills agent 2 by its pid: every rank must be "
-               "on one node (or a simulated host of it)\n");
+    if (!can_signal_agents()) {
         return;
     }
     int64_t p = 0;
@@ -791,9 +799,7 @@ static void test_kill_run(void)
 static void test_kill_close(void)
 {
     T_ASSERT(size == 3);
-    if (!one_kernel()) {
-        printf("SKIP: the test stops and kills agent 2 by its pid: every "
-               "rank must be on one node (or a simulated host of it)\n");
+    if (!can_signal_agents()) {
         return;
     }
     int pid = rig_remote_machine_of(rm, 2)->pid;
