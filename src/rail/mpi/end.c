@@ -158,6 +158,7 @@ static bool pair_comm(rig_mpi *m, int peer, MPI_Comm *out, char **err)
         /* Whether the peer shares this node: both ranks learn the same. */
         MPI_Comm node;
         int nsize = 0;
+        rig_mpi_in_pair(m, peer, "MPI_Comm_split_type");
         rc = MPI_Comm_split_type(pc, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL,
                                  &node);
         if (rc == MPI_SUCCESS) {
