@@ -87,12 +87,17 @@ int rig_log_level(void)
     return l;
 }
 
-static void rig_vlog(int level, const char *fmt, va_list ap)
+static void log_line(int level, const char *line)
 {
     static const char *const names[] = {"error", "warn", "info", "debug"};
+    fprintf(stderr, "rig[%d] %s: %s\n", (int)getpid(), names[level], line);
+}
+
+static void rig_vlog(int level, const char *fmt, va_list ap)
+{
     char line[512];
     vsnprintf(line, sizeof(line), fmt, ap);
-    fprintf(stderr, "rig[%d] %s: %s\n", (int)getpid(), names[level], line);
+    log_line(level, line);
 }
 
 void rig_log(int level, const char *fmt, ...)
@@ -113,8 +118,10 @@ void rig_stuck_exit(const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(line, sizeof(line), fmt, ap);
     va_end(ap);
-    fprintf(stderr, "rig[%d] error: %s; ending this process with status %d\n",
-            (int)getpid(), line, RIG_STUCK_EXIT);
+    size_t n = strlen(line);
+    snprintf(line + n, sizeof(line) - n, "; ending this process with status %d",
+             RIG_STUCK_EXIT);
+    log_line(RIG_LOG_ERROR, line);
     fflush(stderr);
     _exit(RIG_STUCK_EXIT);
 }
