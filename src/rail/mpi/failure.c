@@ -255,16 +255,18 @@ const char *rig_mpi_failed(rig_transport *t, bool *known)
  * not taken for a stuck one. */
 #define PAIR_STUCK_MS 1000
 
-static void look_in_pairs(rig_mpi *m, bool ticked)
+/* ticks: per peer, the ticks since this rank was seen in a collective
+ * with it, gone. */
+static void look_in_pairs(rig_mpi *m, unsigned *ticks, bool ticked)
 {
     for (int r = 0; r < m->size; r++) {
         const char *call =
             atomic_load_explicit(&m->in_pair[r], memory_order_acquire);
         if (call == NULL || !rig_failure_has_left(&m->fail, r)) {
-            m->stuck_ticks[r] = 0;
+            ticks[r] = 0;
             continue;
         }
-        if (ticked && ++m->stuck_ticks[r] * WATCH_MS >= PAIR_STUCK_MS) {
+        if (ticked && ++ticks[r] * WATCH_MS >= PAIR_STUCK_MS) {
             rig_stuck_exit(
                 "rank %d: %s, a collective of rank %d and rank %d alone "
                 "(making or freeing a rail of RIG_TRANSPORT=mpi), has not "
@@ -293,9 +295,11 @@ static void *watcher_main(void *arg)
     int n = m->size + 1;
     struct pollfd *fds = calloc((size_t)n, sizeof(*fds));
     int *rank_of = calloc((size_t)n, sizeof(*rank_of));
-    if (fds == NULL || rank_of == NULL) {
+    unsigned *ticks = calloc((size_t)m->size, sizeof(*ticks));
+    if (fds == NULL || rank_of == NULL || ticks == NULL) {
         free(fds);
         free(rank_of);
+        free(ticks);
         rig_log(RIG_LOG_ERROR,
                 "rank %d: no memory for the watcher: peers' "
                 "deaths go unseen",
@@ -334,7 +338,7 @@ static void *watcher_main(void *arg)
                 rig_failure_peer_gone(&m->fail, r, "died");
             }
         }
-        look_in_pairs(m, ready == 0);
+        look_in_pairs(m, ticks, ready == 0);
         rig_lock(&m->lock, MPI_LOCK_LEVEL);
         take_in_locked(m);
         rig_unlock(&m->lock, MPI_LOCK_LEVEL);
@@ -344,6 +348,7 @@ static void *watcher_main(void *arg)
     }
     free(fds);
     free(rank_of);
+    free(ticks);
     return NULL;
 }
 

@@ -152,10 +152,8 @@ struct rig_mpi {
     bool watching;
     atomic_bool wstop;
     /* Per peer: the collective of the pair in progress (its MPI call's
-     * name), NULL when none (rig_mpi_in_pair); the watcher's count of
-     * its ticks since the peer died in it. */
+     * name), NULL when none (rig_mpi_in_pair). */
     _Atomic(const char *) *in_pair;
-    unsigned *stuck_ticks;
 };
 
 static inline rig_mpi *rig_mpi_of(rig_transport *t)

@@ -24,7 +24,6 @@ void rig_mpi_free(rig_mpi *m)
     free(m->pair);
     free(m->shared);
     free(m->in_pair);
-    free(m->stuck_ticks);
     rig_failure_fini(&m->fail);
     if (m->wake_fd >= 0) {
         close(m->wake_fd);
@@ -86,14 +85,11 @@ static bool mpi_open(const rig_transport_params *p, rig_transport **out,
     m->pair = malloc((size_t)m->size * sizeof(*m->pair));
     m->shared = calloc((size_t)m->size, sizeof(*m->shared));
     m->in_pair = calloc((size_t)m->size, sizeof(*m->in_pair));
-    m->stuck_ticks = calloc((size_t)m->size, sizeof(*m->stuck_ticks));
-    if (m->pair == NULL || m->shared == NULL || m->in_pair == NULL ||
-        m->stuck_ticks == NULL) {
+    if (m->pair == NULL || m->shared == NULL || m->in_pair == NULL) {
         int size = m->size;
         free(m->pair);
         free(m->shared);
         free(m->in_pair);
-        free(m->stuck_ticks);
         rig_failure_fini(&m->fail);
         free(m);
         return rig_err(err, "nomem: pair communicators for %d ranks", size);
