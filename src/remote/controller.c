@@ -76,6 +76,16 @@ static void program_free(rm_program *p)
     free(p);
 }
 
+/* Drops the manifest manifest_of keeps (below). */
+static void manifest_forget(rig_remote *rm)
+{
+    if (rm->manifest_json != NULL) {
+        free(rm->manifest_json);
+        mesh_manifest_free(&rm->manifest);
+        rm->manifest_json = NULL;
+    }
+}
+
 void rm_programs_free(rig_remote *rm)
 {
     while (rm->programs != NULL) {
@@ -83,11 +93,7 @@ void rm_programs_free(rig_remote *rm)
         rm->programs = p->next;
         program_free(p);
     }
-    if (rm->manifest_json != NULL) {
-        free(rm->manifest_json);
-        mesh_manifest_free(&rm->manifest);
-        rm->manifest_json = NULL;
-    }
+    manifest_forget(rm);
 }
 
 /* What the manifest f says, parsed once for loads of the same bytes: a
@@ -111,10 +117,7 @@ static bool manifest_of(rig_remote *rm, const mesh_payload_file *f,
             return rig_err(err, "nomem: a manifest of %zu bytes", f->len);
         }
         memcpy(copy, f->data, f->len);
-        if (rm->manifest_json != NULL) {
-            free(rm->manifest_json);
-            mesh_manifest_free(&rm->manifest);
-        }
+        manifest_forget(rm);
         rm->manifest_json = copy;
         rm->manifest_len = f->len;
         rm->manifest = m;
