@@ -143,7 +143,11 @@
  * its agents' replies tests, yielding, for 20 ms of the wait, then sleeps
  * alike, and so does its wait for the sends of an image of at most 64 KiB
  * (each agent takes its bytes in turn); a wait for a larger image's bytes
- * never sleeps (MPI moves them only while its ranks test).
+ * never sleeps (MPI moves them only while its ranks test).  A rank that
+ * reaches rig_remote_open before the others waits for them as an idle
+ * agent does (2 ms of tests, then naps): ranks that open together meet
+ * at once, and a late rank -- a controller that reads its input first --
+ * does not find the others each holding a core.
  *
  * Threads and MPI.  rig_remote_open and rig_remote_close are collective
  * over the job's ranks.  The controller's calls may come from any thread:

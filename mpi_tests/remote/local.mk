@@ -17,6 +17,8 @@ REMOTE_TEST_FILES = \
 	mpi_tests/remote/kill_open_np3.mpi \
 	mpi_tests/remote/kill_run_np3.mpi \
 	mpi_tests/remote/kill_controller_np3.mpi \
+	mpi_tests/remote/late_agent_np3.mpi \
+	mpi_tests/remote/late_controller_np3.mpi \
 	mpi_tests/remote/stuck_np3.mpi \
 	mpi_tests/remote/badinput_np2.mpi \
 	mpi_tests/remote/badinput_np3.mpi \

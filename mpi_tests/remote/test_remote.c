@@ -31,6 +31,10 @@
  *   --kill-close   (3 ranks, --enable-recovery) agent 2, stopped so that
  *                  it cannot answer, is killed 200 ms into the
  *                  controller's rig_remote_close: it returns within 2 s
+ *   --late R       rank R opens the layer 2 s after the others: their
+ *                  rig_remote_open waits for it without spinning (CPU
+ *                  used over the wait, bounded), then every rank has
+ *                  the table
  *   --kill-controller  (3 ranks, --enable-recovery) the controller dies
  *                  while programs run: every agent's serve returns
  *                  "failed:" within 2 s and its nodes end
@@ -60,6 +64,7 @@
 
 #include <dirent.h>
 #include <pthread.h>
+#include <sys/resource.h>
 #include <stdatomic.h>
 #include <signal.h>
 #include <time.h>
@@ -1335,6 +1340,60 @@ static void test_kill_open(const rig_remote_options *opt)
     _exit(0); /* MPI_Finalize would wait for the dead rank */
 }
 
+/* ---- a late rank -------------------------------------------------------- */
+
+static double cpu_ms(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (double)ru.ru_utime.tv_sec * 1e3 +
+           (double)ru.ru_utime.tv_usec / 1e3 +
+           (double)ru.ru_stime.tv_sec * 1e3 + (double)ru.ru_stime.tv_usec / 1e3;
+}
+
+/* --late R: rank R opens the layer LATE_MS after the others, as a
+ * controller that reads its input first, or an agent that initialises a
+ * device.  The others wait inside rig_remote_open; waiting costs them
+ * little CPU: the process's whole use over the open, every thread and
+ * the open's own work included (measured: 56-69 ms; a wait that tested
+ * without pause cost a core, 1992-2026 ms over the 2 s).
+ * The bound is a guard against polling, not a measure; sanitizers make
+ * every wake-up dearer (test_job's idle test). */
+#define LATE_MS 2000u
+#if RIG_TEST_SANITIZED
+#define LATE_CPU_MS 750.0
+#else
+#define LATE_CPU_MS 300.0
+#endif
+static void test_late(const rig_remote_options *opt, int late)
+{
+    if (late < 0 || late >= size) {
+        T_FAIL("--late %d: no such rank of %d", late, size);
+    }
+    t_barrier();
+    if (me == late) {
+        struct timespec ts = {LATE_MS / 1000u, (LATE_MS % 1000u) * 1000000L};
+        nanosleep(&ts, NULL);
+        T_OK(rig_remote_open(job, MPI_COMM_WORLD, opt, &rm, &t_err));
+    } else {
+        double c0 = cpu_ms();
+        uint64_t t0 = now_ns();
+        T_OK(rig_remote_open(job, MPI_COMM_WORLD, opt, &rm, &t_err));
+        double wall = (double)(now_ns() - t0) / 1e6, used = cpu_ms() - c0;
+        printf("rank %d: waited %.0f ms in rig_remote_open for rank %d, "
+               "using %.1f ms of CPU (bound %.0f)\n",
+               me, wall, late, used, LATE_CPU_MS);
+        /* It did wait for the late rank (else nothing was measured). */
+        T_ASSERT(wall >= 0.9 * LATE_MS);
+        if (used >= LATE_CPU_MS) {
+            T_FAIL("rank %d: %.1f ms of CPU while waiting %.0f ms for rank "
+                   "%d to open: the wait polls instead of sleeping",
+                   me, used, wall, late);
+        }
+    }
+    check_records();
+}
+
 /* ---- main ---------------------------------------------------------------- */
 
 int main(int argc, char **argv)
@@ -1381,10 +1440,14 @@ int main(int argc, char **argv)
     if (strcmp(mode, "--kill-open") == 0) {
         test_kill_open(&opt);
     }
-    T_OK(rig_remote_open(job, MPI_COMM_WORLD, &opt, &rm, &t_err));
+    if (strcmp(mode, "--late") == 0) {
+        test_late(&opt, argc > 2 ? atoi(argv[2]) : 0);
+    } else {
+        T_OK(rig_remote_open(job, MPI_COMM_WORLD, &opt, &rm, &t_err));
+    }
     T_ASSERT(rig_remote_job(rm) == job);
     T_EQ(rig_remote_is_controller(rm), me == 0);
-    if (strcmp(mode, "--mpmd") != 0) {
+    if (strcmp(mode, "--mpmd") != 0 && strcmp(mode, "--late") != 0) {
         check_records();
     }
     /* The kills are by pid: without one kernel the controller skips
@@ -1478,6 +1541,8 @@ int main(int argc, char **argv)
         test_threads();
     } else if (strcmp(mode, "--cuda") == 0 && argc > 2) {
         test_cuda(argv[2]);
+    } else if (strcmp(mode, "--late") == 0) {
+        /* Measured in the open. */
     } else {
         T_FAIL("unknown mode %s", mode);
     }

@@ -4,7 +4,9 @@
  *
  * Every collective step is non-blocking (MPI_Comm_idup, MPI_Igather[v],
  * MPI_Ibcast) and waited for with rm_wait_all, so that a rank that dies
- * while the others open makes them fail within 2 s instead of blocking.
+ * while the others open makes them fail within 2 s instead of blocking,
+ * and at the pace of ranks that meet (RM_PACE_MEET): one that waits for a
+ * late rank sleeps instead of taking a core.
  * Every rank takes part in every step even after a local error (a bad
  * setting, an executor's nomem), carrying its error in its description,
  * so that all ranks fail alike: rank 0 puts the first error in the table
@@ -218,7 +220,7 @@ static bool exchange(rig_remote *rm, const rm_buf *mine, uint8_t **table,
         goto out;
     }
     void *keep[] = {lens};
-    if (!rm_wait_all(rm, &req, 1, RM_PACE_DATA, keep, 1,
+    if (!rm_wait_all(rm, &req, 1, RM_PACE_MEET, keep, 1,
                      "opening the remote "
                      "layer",
                      err)) {
@@ -247,7 +249,7 @@ static bool exchange(rig_remote *rm, const rm_buf *mine, uint8_t **table,
         goto out;
     }
     void *keep2[] = {all, lens, displs};
-    if (!rm_wait_all(rm, &req, 1, RM_PACE_DATA, keep2, 3,
+    if (!rm_wait_all(rm, &req, 1, RM_PACE_MEET, keep2, 3,
                      "opening the remote layer", err)) {
         all = NULL;
         lens = displs = NULL;
@@ -269,7 +271,7 @@ static bool exchange(rig_remote *rm, const rm_buf *mine, uint8_t **table,
         rm_mpi_err(err, rc, "MPI_Ibcast");
         goto out;
     }
-    if (!rm_wait_all(rm, &req, 1, RM_PACE_DATA, NULL, 0,
+    if (!rm_wait_all(rm, &req, 1, RM_PACE_MEET, NULL, 0,
                      "opening the remote layer", err)) {
         goto out;
     }
@@ -296,7 +298,7 @@ static bool exchange(rig_remote *rm, const rm_buf *mine, uint8_t **table,
         goto out;
     }
     void *keep3[] = {t.p};
-    if (!rm_wait_all(rm, &req, 1, RM_PACE_DATA, keep3, 1,
+    if (!rm_wait_all(rm, &req, 1, RM_PACE_MEET, keep3, 1,
                      "opening the remote layer", err)) {
         memset(&t, 0, sizeof(t));
         goto out;
@@ -397,7 +399,7 @@ bool rig_remote_open(rig_job *job, MPI_Comm comm, const rig_remote_options *opt,
         remote_free(rm);
         return false;
     }
-    if (!rm_wait_all(rm, &req, 1, RM_PACE_DATA, NULL, 0,
+    if (!rm_wait_all(rm, &req, 1, RM_PACE_MEET, NULL, 0,
                      "opening the remote layer", err)) {
         free(mine);
         rm->comm = MPI_COMM_NULL; /* abandoned with the job */

@@ -374,11 +374,18 @@ struct rig_remote {
 
 /* A wait's pace (see wait.c): RM_PACE_DATA tests as fast as blocking MPI
  * would (an image on its way); RM_PACE_IDLE (an agent waiting for a
- * command) and RM_PACE_REPLY (the controller waiting for replies) are hot
- * for a short while, yielding the core between tests, then back off to
- * sleeps; RM_PACE_RUN (an agent waiting while its programs run) is hot
+ * command), RM_PACE_MEET (a rank waiting in the open for the others to
+ * reach it) and RM_PACE_REPLY (the controller waiting for replies) are
+ * hot for a short while, yielding the core between tests, then back off
+ * to sleeps; RM_PACE_RUN (an agent waiting while its programs run) is hot
  * as RM_PACE_IDLE, then sleeps 1 ms, 2, 4, then 8 ms at a time. */
-typedef enum { RM_PACE_DATA, RM_PACE_IDLE, RM_PACE_REPLY, RM_PACE_RUN } rm_pace;
+typedef enum {
+    RM_PACE_DATA,
+    RM_PACE_IDLE,
+    RM_PACE_MEET,
+    RM_PACE_REPLY,
+    RM_PACE_RUN
+} rm_pace;
 
 typedef struct {
     uint32_t spins;

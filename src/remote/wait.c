@@ -32,6 +32,14 @@
  *   RM_PACE_IDLE   an agent waiting for a command stays hot for
  *                  RM_HOT_IDLE_NS after its last one, so that a burst of
  *                  commands (load, launch, query ...) is served at once;
+ *   RM_PACE_MEET   a rank waiting in a collective step of the open for
+ *                  the others to reach it is hot as long: ranks that open
+ *                  together meet within it, and a rank that waits for a
+ *                  late one (a controller that reads its input first, an
+ *                  agent that initialises a device) sleeps, where it used
+ *                  to test without pause -- a core each, 2000 ms of CPU
+ *                  over a 2 s wait, taken from the late rank's own work
+ *                  on a shared node (test_remote --late);
  *   RM_PACE_REPLY  the controller waiting for its agents' replies stays
  *                  hot for RM_HOT_REPLY_NS of the wait, so that a reply
  *                  after a step of a few ms (a launch) is taken at once.
