@@ -34,6 +34,7 @@
 #include "stencil_kernel.h"
 
 #include <rig/remote.h>
+#include <rig/wait.h>
 
 #include <mpi.h>
 #include <stdio.h>
@@ -179,37 +180,42 @@ static long differs(const double *ref, const options *o, uint32_t row0,
 /* ---- over rails ------------------------------------------------------------
  */
 
-/* The naps of both runs' waits for the rows (rank 0 has nothing else to
- * do meanwhile, and on a node with fewer cores than processes its waiting
- * must not take a core from the blocks): a look, 4096 looks, then a look
- * every NAP_NS.  Both runs wait alike, or the ratio would compare waits. */
-#define NAP_SPINS 4096u
-#define NAP_NS 50000L
+/* Rank 0 has nothing to do while the blocks run, and on a node with
+ * fewer cores than processes its waiting must not take a core from them:
+ * in both runs it sleeps about 1 ms between looks at the rows (noticing
+ * the end up to 1 ms late: 1 us a step over 1,000 steps).  The rails run
+ * waits with rig_wait_all in the block mode (rig/wait.h: sleeps doubling
+ * from 20 us to 1 ms; a look reads the counts and drives nothing), the
+ * MPI run tests with MPI_Testall every 1 ms (MPI_Waitall polls without
+ * pause, which costs the MPI run's blocks a core's share).
+ * Both used to look every 50 us after 4,096 looks, each rails look a
+ * rig_end_wait_arrived_for of no time, which drives the transport: with
+ * 2 blocks on 2 cores the rails run then took 1.2-2.1x the MPI run's
+ * time per step, the MPI run's looks costing its blocks much less. */
+#define NAP_NS 1000000L
 
-static void nap(uint32_t spins)
+static void nap(void)
 {
-    if (spins > NAP_SPINS) {
-        struct timespec ts = {0, NAP_NS};
-        nanosleep(&ts, NULL);
-    }
+    struct timespec ts = {0, NAP_NS};
+    nanosleep(&ts, NULL);
 }
 
-/* Waits for run c of the block on e to arrive, as the MPI run waits for
- * its rows (wait_all): each look a wait with no time (it drives the
- * rail's transport, as MPI_Testall progresses MPI's); false when the rail
- * failed. */
-static bool wait_rows(const rig_end *e, uint64_t c)
+/* Waits until every agent's rows arrived on its result rail; false when
+ * a rail failed. */
+static bool wait_rows(rig_rail *const *results, uint32_t agents)
 {
-    for (uint32_t spins = 0;; spins++) {
-        bool timed_out = false;
-        if (rig_end_wait_arrived_for(e, c, 0, &timed_out)) {
-            return true;
-        }
-        if (!timed_out) {
-            return false;
-        }
-        nap(spins);
+    rig_goal *g = calloc(agents, sizeof(*g));
+    if (g == NULL) {
+        die("waiting for the blocks", strdup("nomem"));
     }
+    for (uint32_t k = 1; k <= agents; k++) {
+        g[k - 1] = rig_goal_arrived(rig_rail_local(results[k]), 1);
+    }
+    rig_wait_mode_set(RIG_WAIT_BLOCK, NULL);
+    rig_reach r = rig_wait_all(g, agents, NULL);
+    rig_wait_mode_set(RIG_WAIT_AUTO, NULL);
+    free(g);
+    return r == RIG_REACHED;
 }
 
 /* The controller's part of one rails round: the rails made, the program
@@ -290,10 +296,8 @@ static bool controller(rig_remote *rm, const options *o, const double *ref,
         memcpy(rig_area_copy(rig_end_outbound(e), 0).base, &p, sizeof(p));
         rig_end_ready(e, 1);
     }
-    for (uint32_t k = 1; k <= agents; k++) {
-        if (!wait_rows(rig_rail_local(results[k]), 1)) {
-            die("waiting for a block", strdup("failed: the rail failed"));
-        }
+    if (!wait_rows(results, agents)) {
+        die("waiting for the blocks", strdup("failed: a rail failed"));
     }
     *us = (double)(now_ns() - t0) / 1e3 / o->steps;
     for (uint32_t k = 1; k <= agents; k++) {
@@ -373,16 +377,16 @@ static void mpi_block(MPI_Comm work, const options *o)
     free(b);
 }
 
-/* Waits for reqs as the controller waits for its rows (wait_rows). */
+/* Waits for reqs: a look every NAP_NS (see nap). */
 static void wait_all(int n, MPI_Request *reqs)
 {
-    int flag = 0;
-    for (uint32_t spins = 0;; spins++) {
+    for (;;) {
+        int flag = 0;
         MPI_Testall(n, reqs, &flag, MPI_STATUSES_IGNORE);
         if (flag) {
             return;
         }
-        nap(spins);
+        nap();
     }
 }
 
