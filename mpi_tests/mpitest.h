@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 
 static int t_rank = -1;
@@ -193,6 +194,17 @@ static inline void t_fill(uint8_t *p, size_t len, uint64_t r, unsigned salt)
             }                                                                  \
         }                                                                      \
     } while (0)
+
+/* The CPU time this process used so far, every thread, in ms (user and
+ * system): what a wait costs, read around it. */
+static inline double t_cpu_ms(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (double)ru.ru_utime.tv_sec * 1e3 +
+           (double)ru.ru_utime.tv_usec / 1e3 +
+           (double)ru.ru_stime.tv_sec * 1e3 + (double)ru.ru_stime.tv_usec / 1e3;
+}
 
 /* MPI_Barrier on MPI_COMM_WORLD that sleeps while it waits.  MPICH's
  * blocking calls poll without yielding the core: ranks that sit in a

@@ -12,7 +12,6 @@
 
 #include <hwloc.h>
 #include <stdatomic.h>
-#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -428,15 +427,6 @@ static void test_attach_limit(rig_job *job)
     }
 }
 
-static double cpu_ms(void)
-{
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    return (double)ru.ru_utime.tv_sec * 1e3 +
-           (double)ru.ru_utime.tv_usec / 1e3 +
-           (double)ru.ru_stime.tv_sec * 1e3 + (double)ru.ru_stime.tv_usec / 1e3;
-}
-
 /* Rails open to every peer, nothing readied: 1 s of sleep costs the whole
  * process (every thread: the progress thread, UCX's, MPI's) little CPU.
  * The bound is a guard against a thread that spins, not a measure: 10 ms
@@ -475,10 +465,10 @@ static void test_idle(rig_job *job)
     double limit = IDLE_SCALE * (t_transport_ucx() ? 10.0 : 50.0);
     double used = 0;
     for (int w = 1; w <= IDLE_WINDOWS; w++) {
-        double c0 = cpu_ms();
+        double c0 = t_cpu_ms();
         struct timespec ts = {1, 0};
         nanosleep(&ts, NULL);
-        used = cpu_ms() - c0;
+        used = t_cpu_ms() - c0;
         printf("info: rank %d: idle job with %d rails: %.2f ms CPU in 1 s "
                "(window %d)\n",
                rank, size - 1, used, w);

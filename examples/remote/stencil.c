@@ -190,7 +190,7 @@ static long differs(const double *ref, const options *o, uint32_t row0,
  * pause, which costs the MPI run's blocks a core's share).
  * Both used to look every 50 us after 4,096 looks, each rails look a
  * rig_end_wait_arrived_for of no time, which drives the transport: with
- * 2 blocks on 2 cores the rails run then took 1.2-2.1x the MPI run's
+ * 2 blocks on 2 cores the rails run then took 1.1-1.7x the MPI run's
  * time per step, the MPI run's looks costing its blocks much less. */
 #define NAP_NS 1000000L
 

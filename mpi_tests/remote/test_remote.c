@@ -64,7 +64,6 @@
 
 #include <dirent.h>
 #include <pthread.h>
-#include <sys/resource.h>
 #include <stdatomic.h>
 #include <signal.h>
 #include <time.h>
@@ -1342,15 +1341,6 @@ static void test_kill_open(const rig_remote_options *opt)
 
 /* ---- a late rank -------------------------------------------------------- */
 
-static double cpu_ms(void)
-{
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    return (double)ru.ru_utime.tv_sec * 1e3 +
-           (double)ru.ru_utime.tv_usec / 1e3 +
-           (double)ru.ru_stime.tv_sec * 1e3 + (double)ru.ru_stime.tv_usec / 1e3;
-}
-
 /* --late R: rank R opens the layer LATE_MS after the others, as a
  * controller that reads its input first, or an agent that initialises a
  * device.  The others wait inside rig_remote_open; waiting costs them
@@ -1376,10 +1366,10 @@ static void test_late(const rig_remote_options *opt, int late)
         nanosleep(&ts, NULL);
         T_OK(rig_remote_open(job, MPI_COMM_WORLD, opt, &rm, &t_err));
     } else {
-        double c0 = cpu_ms();
+        double c0 = t_cpu_ms();
         uint64_t t0 = now_ns();
         T_OK(rig_remote_open(job, MPI_COMM_WORLD, opt, &rm, &t_err));
-        double wall = (double)(now_ns() - t0) / 1e6, used = cpu_ms() - c0;
+        double wall = (double)(now_ns() - t0) / 1e6, used = t_cpu_ms() - c0;
         printf("rank %d: waited %.0f ms in rig_remote_open for rank %d, "
                "using %.1f ms of CPU (bound %.0f)\n",
                me, wall, late, used, LATE_CPU_MS);
