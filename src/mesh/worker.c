@@ -120,6 +120,24 @@ static void report(mesh_cb_node *me, uint32_t code, uint32_t arg)
 
 /* ---- the ends' memory ------------------------------------------------- */
 
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23 /* Linux 5.14 */
+#endif
+
+/* Maps the len bytes at p into this process's page tables now, as if
+ * written, so that the node's first stores into an end (and a mapped
+ * carry's into the peer's) take no page fault each: the host zeroed the
+ * pages when it made the end, but a node is a new process each launch and
+ * its mapping starts empty.  Per 4 KiB page on the development machine (a
+ * virtual machine): a fault on first write 10 us, the populate 0.4 us --
+ * 1.5 MiB of a stencil block's result went from 8 ms to 4 ms between the
+ * node's last step and the rows' arrival.  An older kernel refuses the
+ * advice (EINVAL) and the node faults as before. */
+static void populate(void *p, uint64_t len)
+{
+    (void)madvise(p, (size_t)len, MADV_POPULATE_WRITE);
+}
+
 /* Attaches System V segment id, which must hold at least need bytes. */
 static uint8_t *seg_attach(int32_t id, uint64_t need, const char *whose,
                            uint32_t input, char **err)
@@ -143,6 +161,7 @@ static uint8_t *seg_attach(int32_t id, uint64_t need, const char *whose,
              whose, id, strerror(errno));
         return NULL;
     }
+    populate(p, need);
     return p;
 }
 
