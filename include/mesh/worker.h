@@ -48,7 +48,10 @@
  * and "writes" state them) through mesh_end: found by input
  * (mesh_worker_input) or by the rail's id (mesh_worker_end), its areas
  * and counts are the end's own memory, attached at mesh_worker_attach,
- * so a node reads and writes them with plain loads and stores.
+ * so a node reads and writes them with plain loads and stores.  The
+ * attach maps every page of them (and of a same-node peer's end it
+ * carries into) at once, so that the first stores of a launch take no
+ * page fault each: a node is a new process at every launch.
  * mesh_end_ready carries to a peer on this node with plain stores, as the
  * host's transport would (no syscall, no host); to a peer elsewhere it
  * rings the host, which carries (a syscall only when the host's ferry
