@@ -3,7 +3,9 @@
 # benchmarks/run.sh: the main job: rig's OSU-style suite on 2 ranks of this
 # machine, every method side by side in one run, then the stencil
 # application benchmark at 2 ranks (one per core) and 4 ranks (on the same
-# cores: oversubscribed on 2), and OSU's own osu_latency and osu_bw when
+# cores: oversubscribed on 2), the controller's benchmark (a build tree's
+# rig_remote_bench: images, loads and launches through rank 0 at 4 and 2
+# ranks), and OSU's own osu_latency and osu_bw when
 # they are there; writes benchmarks/results/<date>-<host>.md (tables,
 # targets, machine, commands) and PNG plots, and prints the tables.
 #
@@ -184,6 +186,20 @@ run_as stencil2 "${mpi[@]}" "$bin/rig_stencil" "${squick[@]}"
 run_as stencil4 "${mpi4[@]}" "$bin/rig_stencil" "${squick[@]}"
 # What a wait costs in each mode: how late, and how much CPU.
 run_as waits "${mpi[@]}" "$bin/rig_wait_cost" $([ "${QUICK:-0}" = 1 ] && echo -i 5)
+# The controller (rig_remote_*): a 64 MiB image to 3 agents beside
+# MPI_Bcast, a small program's load and launch beside the same steps on
+# one machine; 3 agents on the same 2 cores, and one agent.  A build
+# tree only (the benchmark reads the test catalog `make` laid out there).
+remote_args=(-r 10 -s 64)
+if [ "${QUICK:-0}" = 1 ]; then
+    remote_args=(-r 2 -s 8)
+fi
+have_remote=0
+if [ -x "$bin/rig_remote_bench" ]; then
+    have_remote=1
+    run_as remote4 "${mpi4[@]}" "$bin/rig_remote_bench" "${remote_args[@]}"
+    run_as remote2 "${mpi[@]}" "$bin/rig_remote_bench" "${remote_args[@]}"
+fi
 t1=$(date +%s)
 load_after=$(cut -d' ' -f1-3 /proc/loadavg)
 # Re-rendering from RAW_DIR keeps the conditions of the run that measured.
@@ -387,6 +403,42 @@ else
     sys_word="not measured (strace failed)"
 fi
 
+# ---- the controller ----------------------------------------------------------
+
+# rb FILE LABEL: the value at the end of rig_remote_bench's line LABEL.
+rb() { awk -v k="$2" 'index($0, k) == 1 { print $NF; exit }' "$1"; }
+remote_rows=""
+remote_targets=""
+if [ "$have_remote" = 1 ]; then
+    for np in 4 2; do
+        f=$tmp/remote$np.txt
+        agents=$((np - 1))
+        rt=$(rb "$f" "MPI_Bcast+MPI_Gather 64 B (rt)")
+        img=$(awk '/^image to every agent \(warm\)/ { print $(NF-1); exit }' "$f")
+        bc=$(awk '/^MPI_Bcast of the same bytes/ { print $(NF-1); exit }' "$f")
+        ir=$(awk '/^image bandwidth \(warm\)/ { print $6; exit }' "$f")
+        for step in load launch; do
+            if [ $step = load ]; then
+                rem=$(rb "$f" "load rtiny, every agent")
+                loc=$(rb "$f" "load rtiny, here alone")
+                ev=$(rb "$f" "load rtiny, local on every agent")
+                seen=$(rb "$f" "load rtiny, every, rank 0's clock")
+            else
+                rem=$(rb "$f" "launch -> all online, every agent")
+                loc=$(rb "$f" "launch -> all online, here alone")
+                ev=$(rb "$f" "launch, local on every agent")
+                seen=$(rb "$f" "launch, every, rank 0's clock")
+            fi
+            lim=$(awk -v a="$loc" -v r="$rt" 'BEGIN { printf "%.3f", a + 2 * r }')
+            slim=$(awk -v a="$seen" -v r="$rt" 'BEGIN { printf "%.3f", a + r }')
+            remote_rows+="| $agents | $step | $rem | $loc | $ev | $seen | $rt |"$'\n'
+            remote_targets+="| $agents agent(s): $step <= here alone + 2 rt | $rem ms vs $lim ms | $(holds "$rem" "<=" "$lim") |"$'\n'
+            remote_targets+="| $agents agent(s): $step <= every agent at once on rank 0's clock + rt (like for like) | $rem ms vs $slim ms | $(holds "$rem" "<=" "$slim") |"$'\n'
+        done
+        remote_targets+="| $agents agent(s): image (warm) bandwidth >= 0.9 x MPI_Bcast's | $img ms vs $bc ms: ${ir:--} | $(holds "${ir:-0}" ">=" 0.9) |"$'\n'
+    done
+fi
+
 # ---- plots --------------------------------------------------------------
 
 # table FILE T: the T-th table as whitespace columns, header without '#'.
@@ -456,6 +508,32 @@ plot "$tmp/stencil2.dat" "$results/$name-stencil2.png" \
 plot "$tmp/stencil4.dat" "$results/$name-stencil4.png" \
     "2-D stencil, 4 ranks on 2 cores, oversubscribed (higher is better)" \
     "grid edge (N)" "iterations/s" "%g"
+# The controller's steps beside their baselines: bars on a log scale.
+plots=(latency bw bibw mr multi rails stencil2 stencil4)
+if [ "$have_remote" = 1 ]; then
+    plots+=(remote)
+    {
+        echo "step remote here_alone every_agent every_agent_rank0_clock"
+        printf '%s' "$remote_rows" | awk -F' *[|] *' '{
+            printf "\"%s agent(s): %s\" %s %s %s %s\n", $2, $3, $4, $5, $6, $7 }'
+    } >"$tmp/remote.dat"
+    term=pngcairo
+    gnuplot -e 'set terminal pngcairo' 2>/dev/null || term=png
+    gnuplot <<GP
+set terminal $term size 900,600 noenhanced
+set output "$results/$name-remote.png"
+set title "The controller: a small program's load and launch, remote and on one machine (lower is better)"
+set ylabel "ms"
+set logscale y
+set style data histograms
+set style histogram clustered gap 1
+set style fill solid 0.8 border -1
+set yrange [0.05:1000]
+set key left top
+set grid ytics
+plot for [i=2:5] "$tmp/remote.dat" using i:xtic(1) title columnhead(i)
+GP
+fi
 
 # ---- the results file ----------------------------------------------------
 
@@ -547,6 +625,35 @@ plot "$tmp/stencil4.dat" "$results/$name-stencil4.png" \
     grep -v '^$' "$tmp/waits.txt"
     echo '```'
     echo
+    echo "## The controller (ISSUE 16)"
+    echo
+    if [ "$have_remote" = 1 ]; then
+        echo "\`rig_remote_bench\`: rank 0 is the controller, the other ranks its"
+        echo "agents (native executor); 3 agents on the same 2 cores (4 ranks),"
+        echo "then 1 (2 ranks); medians of the rounds. A remote step"
+        echo "(rig_remote_load of the small program rtiny; rig_remote_launch"
+        echo "until every node is online) beside the same step on one machine:"
+        echo "*here alone* (rank 0 on idle cores), *every agent* (every agent at"
+        echo "once, each on its own clock, the slowest) and *every agent, rank"
+        echo "0's clock* (the same from rank 0's go to the slowest agent's word:"
+        echo "it counts an agent's wait for a core, as a remote step's clock"
+        echo "does, and holds one of the two round trips a remote step may add)."
+        echo "rt: MPI_Bcast + MPI_Gather of 64 B. The image: a payload of"
+        echo "${remote_args[3]} MiB to every agent (the slowest agent's receipt), beside a"
+        echo "bare MPI_Bcast of the same bytes."
+        echo
+        echo "| target | measured | verdict |"
+        echo "|---|---|---|"
+        printf '%s' "$remote_targets"
+        echo
+        echo "| agents | step | remote (ms) | here alone | every agent | every agent, rank 0's clock | rt |"
+        echo "|---|---|---|---|---|---|---|"
+        printf '%s' "$remote_rows"
+    else
+        echo "rig_remote_bench runs from a build tree only (it reads the test"
+        echo "catalog \`make\` lays out there): not run."
+    fi
+    echo
     echo "## OSU Micro-Benchmarks beside the mpi column"
     echo
     if [ -n "$osu_lat" ]; then
@@ -574,18 +681,19 @@ plot "$tmp/stencil4.dat" "$results/$name-stencil4.png" \
     echo
     echo "## Plots"
     echo
-    for p in latency bw bibw mr multi rails stencil2 stencil4; do
+    for p in "${plots[@]}"; do
         echo "![$p]($name-$p.png)"
     done
     echo
     echo "## Tables (OSU Micro-Benchmarks 7 format)"
     for b in latency bw bibw mr multi ready latency1 bw1 stencil2 stencil4 \
-        osu_latency.1 osu_bw.1; do
+        remote4 remote2 osu_latency.1 osu_bw.1; do
         [ -s "$tmp/$b.txt" ] || continue
         echo
         case $b in
         latency1 | bw1) echo "### rig_osu_${b%1} -b mpi -B 1 (OSU's footprint)" ;;
         stencil2 | stencil4) echo "### rig_stencil, ${b#stencil} ranks" ;;
+        remote4 | remote2) echo "### rig_remote_bench, ${b#remote} ranks" ;;
         osu_*) echo "### ${b%.1} (OSU Micro-Benchmarks, the first of 3 runs)" ;;
         *) echo "### rig_osu_$b" ;;
         esac
