@@ -454,15 +454,17 @@ table() {
         /^#/ || NF == 0 { next }
         n == t { print }' "$1"
 }
+# gnuplot's PNG terminal: pngcairo where gnuplot has it, else png.
+gp_term=pngcairo
+if ! gnuplot -e 'set terminal pngcairo' 2>/dev/null; then
+    gp_term=png
+fi
 plot() {
     local data=$1 png=$2 title=$3 xlabel=$4 ylabel=$5 xfmt=${6:-%.0s%cB}
-    local term=pngcairo ncol
-    if ! gnuplot -e 'set terminal pngcairo' 2>/dev/null; then
-        term=png
-    fi
+    local ncol
     ncol=$(head -n1 "$data" | awk '{ print NF }')
     gnuplot <<EOF
-set terminal $term size 900,600 noenhanced
+set terminal $gp_term size 900,600 noenhanced
 set output "$png"
 set title "$title"
 set xlabel "$xlabel"
@@ -517,10 +519,8 @@ if [ "$have_remote" = 1 ]; then
         printf '%s' "$remote_rows" | awk -F' *[|] *' '{
             printf "\"%s agent(s): %s\" %s %s %s %s\n", $2, $3, $4, $5, $6, $7 }'
     } >"$tmp/remote.dat"
-    term=pngcairo
-    gnuplot -e 'set terminal pngcairo' 2>/dev/null || term=png
     gnuplot <<GP
-set terminal $term size 900,600 noenhanced
+set terminal $gp_term size 900,600 noenhanced
 set output "$results/$name-remote.png"
 set title "The controller: a small program's load and launch, remote and on one machine (lower is better)"
 set ylabel "ms"
