@@ -193,7 +193,8 @@ static double local_launch(mesh_driver *d, mesh_prepared *prep)
 }
 
 /* One of the local steps on every agent at once ("every"): each agent
- * times its own step from a barrier; rank 0 keeps the slowest.  step 0:
+ * times its own step, started on rank 0's go after a barrier; rank 0
+ * keeps the slowest.  step 0:
  * the load into *prep; step 1: the launch of *prep.  *seen gets the same
  * step on rank 0's clock ("every, seen"): rank 0 says go (an MPI_Bcast
  * of one byte, after the barrier), the agents start on it, and the clock
