@@ -7,6 +7,11 @@
 #   np=3                       ranks (required)
 #   prog=mpi_tests/test_rails  program, relative to $top_builddir (required)
 #   args=--small 100           its arguments (optional)
+#   short=--small 10           the arguments instead when RIG_TEST_SHORT=1:
+#                              a long soak's shorter form, for builds that
+#                              run the suite again to check other things
+#                              (CI's sanitizer and MPICH stages; the long
+#                              form runs in the plain build)
 #   env=RIG_UCX_TLS=tcp,self   VAR=VALUE words exported to every rank
 #   mca=NAME VALUE             an Open MPI MCA setting (may repeat; not
 #                              applied under MPICH, which has no MCA)
@@ -99,6 +104,7 @@ spec=$1
 np=
 prog=
 args=
+short=
 envs=
 mcas=
 mpiopts=
@@ -111,6 +117,7 @@ while IFS= read -r line || [ -n "$line" ]; do
         np=*) np=${line#np=} ;;
         prog=*) prog=${line#prog=} ;;
         args=*) args=${line#args=} ;;
+        short=*) short=${line#short=} ;;
         env=*) envs="$envs ${line#env=}" ;;
         mca=*) mcas="$mcas${mcas:+
 }${line#mca=}" ;;
@@ -123,6 +130,9 @@ while IFS= read -r line || [ -n "$line" ]; do
     esac
 done < "$spec"
 [ -n "$np" ] && [ -n "$prog" ] || { echo "mpitest: $spec needs np= and prog="; exit 99; }
+if [ "${RIG_TEST_SHORT:-0}" = 1 ] && [ -n "$short" ]; then
+    args=$short
+fi
 
 : "${top_builddir:=.}"
 exe=$top_builddir/$prog
