@@ -40,9 +40,20 @@
  *                  to test without pause -- a core each, 2000 ms of CPU
  *                  over a 2 s wait, taken from the late rank's own work
  *                  on a shared node (test_remote --late);
- *   RM_PACE_REPLY  the controller waiting for its agents' replies stays
- *                  hot for RM_HOT_REPLY_NS of the wait, so that a reply
- *                  after a step of a few ms (a launch) is taken at once.
+ *   RM_PACE_REPLY  the controller waiting for its agents' replies is
+ *                  hot for RM_HOT_REPLY_NS only (a load's replies come in
+ *                  0.1-0.7 ms), then naps a sixteenth of the time it has
+ *                  waited, from 20 us to 100 us: a reply after a step of
+ *                  a few ms (a launch) is taken within a sixteenth more.
+ *                  Its wait used to stay hot for 20 ms, and yields that
+ *                  find nothing else to run spin: on this 2-core VM an
+ *                  agent's mesh_driver_start took 11.3 ms while rank 0
+ *                  tested beside it, 7.4 ms while rank 0 slept, each rank
+ *                  bound to a core of its own (rig_remote_bench, -np 2;
+ *                  the spinning core slows the other), and the remote
+ *                  launch went from 11.4-11.8 ms to 7.7-8.0 ms with the
+ *                  naps, against 7.3-8.1 ms for the same launch on rank 0
+ *                  alone.
  * Then the wait sleeps 1 us, 2 us ... up to 100 us (the kernel's timer
  * slack, 50 us by default, comes on top of each), and 1 ms once it has
  * been quiet for RM_QUIET_NS more, so that an idle agent costs almost
@@ -63,7 +74,9 @@
  *                  (rig_remote_serve), for the query and halt that follow. */
 #define RM_SPINS 64u
 #define RM_HOT_IDLE_NS 2000000ull
-#define RM_HOT_REPLY_NS 20000000ull
+#define RM_HOT_REPLY_NS 100000ull
+#define RM_REPLY_NAP_MIN_NS 20000ull
+#define RM_REPLY_NAP_MAX_NS 100000ull
 #define RM_QUIET_NS 50000000ull
 #define RM_RUN_NAP_NS 1000000L
 #define RM_RUN_NAP_MAX_NS 8000000L
@@ -90,18 +103,24 @@ void rm_backoff_step(rm_backoff *b, rm_pace pace)
     if (quiet < hot) {
         /* A yield, not a nap, even with more ranks than PUs: on a 2-core
          * VM a nap of 1 us took 25 us with a timer slack of 1 us (110 us
-         * with the default 50 us), a yield 0.7 us.  Naps in this hot
-         * phase (always, after 1 ms of yields, or once a yield came back
-         * 200 us late; the controller's only or the agents' too) and no
-         * spins made the load and launch of rig_remote_bench no faster at
-         * -np 2, 3 and 4: +-10-30 % either way, within the noise of a
-         * loaded machine, and the load up to 1.8x slower with naps from
-         * the first miss. */
+         * with the default 50 us), a yield 0.7 us.  Naps in the agents'
+         * hot phase (always, after 1 ms of yields, or once a yield came
+         * back 200 us late) and no spins made the load and launch of
+         * rig_remote_bench no faster at -np 2, 3 and 4: +-10-30 % either
+         * way, within the noise of a loaded machine, and the load up to
+         * 1.8x slower with naps from the first miss.  The controller's
+         * reply wait is hot for 100 us only (RM_PACE_REPLY above). */
         sched_yield();
         return;
     }
     uint32_t nap = b->naps < UINT32_MAX ? b->naps++ : b->naps;
     long ns = nap >= 99 ? 100000 : 1000 * (long)(nap + 1);
+    if (pace == RM_PACE_REPLY) {
+        uint64_t part = quiet / 16;
+        ns = (long)(part < RM_REPLY_NAP_MIN_NS   ? RM_REPLY_NAP_MIN_NS
+                    : part > RM_REPLY_NAP_MAX_NS ? RM_REPLY_NAP_MAX_NS
+                                                 : part);
+    }
     if (pace == RM_PACE_RUN) {
         ns = nap < 3 ? RM_RUN_NAP_NS << nap : RM_RUN_NAP_MAX_NS;
     } else if (quiet - hot > RM_QUIET_NS) {
