@@ -34,8 +34,9 @@
  *   every   the same two steps run by every agent at once on its own
  *           machine (a native executor each opened for it, rtiny read
  *           from the catalog), each step started from a barrier and timed
- *           on each agent, the slowest kept, while rank 0 waits in
- *           MPI_Reduce for the times: the like-for-like baseline of the
+ *           on each agent, the slowest kept, while rank 0 waits for
+ *           the times in an MPI_Ireduce, paced as the controller waits
+ *           for replies (reduce_paced): the like-for-like baseline of the
  *           remote steps, in which every agent prepares and starts at
  *           once and the controller waits for them.  "local" is one
  *           process alone on idle cores; when several agents share the
@@ -72,6 +73,7 @@
 #include <rig/remote.h>
 
 #include <mpi.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -177,19 +179,55 @@ static double local_load(mesh_driver *d, mesh_payload *copy,
     return now_ms() - t0;
 }
 
-static double local_launch(mesh_driver *d, mesh_prepared *prep)
+/* The launch of *prep until every node is online, timed; the launch stays
+ * up in *slot for local_stop, outside the clocks. */
+static double local_launch(mesh_driver *d, mesh_prepared *prep, uint32_t *slot)
 {
     char *err = NULL;
-    uint32_t slot = 0;
     double t0 = now_ms();
-    if (!mesh_driver_start(d, prep, 1, &slot, &err)) {
+    if (!mesh_driver_start(d, prep, 1, slot, &err)) {
         die("mesh_driver_start", err);
     }
-    double ms = now_ms() - t0;
+    return now_ms() - t0;
+}
+
+static void local_stop(mesh_driver *d, uint32_t slot)
+{
+    char *err = NULL;
     if (!mesh_driver_stop(d, slot, &err)) {
         die("mesh_driver_stop", err);
     }
-    return ms;
+}
+
+/* rank 0's MPI_Reduce of the slowest time, waited for as the controller
+ * waits for its agents' replies (src/remote/wait.c, RM_PACE_REPLY): tests
+ * and yields for 100 us, then naps of a sixteenth of the wait so far,
+ * 20-100 us.  A blocking MPI_Reduce tests without a pause, and on this
+ * 2-core VM that slowed the agent's launch beside it from 7.4 to 11.3 ms
+ * (-np 2, a core each): a baseline that spins is slower than the remote
+ * step it is the measure of. */
+static void reduce_paced(double *mine, double *slowest)
+{
+    MPI_Request rq;
+    MPI_Ireduce(mine, slowest, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD, &rq);
+    double t0 = now_ms();
+    for (;;) {
+        int done = 0;
+        MPI_Test(&rq, &done, MPI_STATUS_IGNORE);
+        if (done) {
+            return;
+        }
+        double waited = now_ms() - t0;
+        if (waited < 0.1) {
+            sched_yield();
+            continue;
+        }
+        double nap = waited / 16 < 0.02  ? 0.02
+                     : waited / 16 > 0.1 ? 0.1
+                                         : waited / 16;
+        struct timespec ts = {0, (long)(nap * 1e6)};
+        nanosleep(&ts, NULL);
+    }
 }
 
 /* One of the local steps on every agent at once ("every"): each agent
@@ -199,14 +237,14 @@ static double local_launch(mesh_driver *d, mesh_prepared *prep)
  * step on rank 0's clock ("every, seen"): rank 0 says go (an MPI_Bcast
  * of one byte, after the barrier), the agents start on it, and the clock
  * stops when the slowest agent's time is in rank 0's hands (an
- * MPI_Reduce) -- the shape of a remote step (a command out, the work, the
- * replies in), with one round trip of messages in it.  The agents' own
- * clocks leave out the time an agent waits for a core before its step
- * and between its slices: with more agents than cores (-np 4 on 2) the
- * agents' steps queue for the cores, and only rank 0's clock sees the
- * whole of it, as it sees the whole of a remote step.  (Timing rank 0
- * from the barrier alone read less than the slowest agent's own time at
- * -np 3: rank 0 left the barrier after the agents.) */
+ * MPI_Ireduce, reduce_paced) -- the shape of a remote step (a command out, the
+ * work, the replies in), with one round trip of messages in it.  The agents'
+ * own clocks leave out the time an agent waits for a core before its step and
+ * between its slices: with more agents than cores (-np 4 on 2) the agents'
+ * steps queue for the cores, and only rank 0's clock sees the whole of it, as
+ * it sees the whole of a remote step.  (Timing rank 0 from the barrier alone
+ * read less than the slowest agent's own time at -np 3: rank 0 left the barrier
+ * after the agents.) */
 static double every_step(int step, mesh_driver *d, const mesh_payload *tiny,
                          mesh_prepared *prep, double *seen)
 {
@@ -219,11 +257,16 @@ static double every_step(int step, mesh_driver *d, const mesh_payload *tiny,
     char go = 1;
     MPI_Bcast(&go, 1, MPI_CHAR, 0, MPI_COMM_WORLD);
     double mine = 0, slowest = 0;
+    uint32_t slot = 0;
     if (rank != 0) {
-        mine = step == 0 ? local_load(d, &copy, prep) : local_launch(d, prep);
+        mine = step == 0 ? local_load(d, &copy, prep)
+                         : local_launch(d, prep, &slot);
     }
-    MPI_Reduce(&mine, &slowest, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+    reduce_paced(&mine, &slowest);
     *seen = now_ms() - t0;
+    if (rank != 0 && step == 1) {
+        local_stop(d, slot); /* after the clock, as a remote launch's halt */
+    }
     return slowest;
 }
 
@@ -410,7 +453,9 @@ int main(int argc, char **argv)
             mesh_prepared prep;
             tiny_copy(&tiny, &copy);
             s_lprep[r] = local_load(d, &copy, &prep);
-            s_lstart[r] = local_launch(d, &prep);
+            uint32_t slot = 0;
+            s_lstart[r] = local_launch(d, &prep, &slot);
+            local_stop(d, slot);
             if (verbose) {
                 printf("round %d: launch %.3f ms; here alone: load %.3f ms, "
                        "launch %.3f ms\n",
