@@ -140,10 +140,13 @@
  * quiet -- or, while one of its programs runs, which has the cores, in
  * naps of 1, 2 and 4 ms, then 8 ms; the end of a launch makes it hot
  * again: an idle agent does not hold a core.  The controller waiting for
- * its agents' replies tests, yielding, for 20 ms of the wait, then sleeps
- * alike, and so does its wait for the sends of an image of at most 64 KiB
- * (each agent takes its bytes in turn); a wait for a larger image's bytes
- * never sleeps (MPI moves them only while its ranks test).  A rank that
+ * its agents' replies tests, yielding, for 100 us of the wait, then
+ * sleeps a sixteenth of the time it has waited (20 to 100 us; 1 ms after
+ * 50 ms more), so that it does not spin beside agents that start
+ * programs on the same machine; so does its wait for the sends of an
+ * image of at most 64 KiB (each agent takes its bytes in turn); a wait
+ * for a larger image's bytes never sleeps (MPI moves them only while its
+ * ranks test).  A rank that
  * reaches rig_remote_open before the others waits for them as an idle
  * agent does (2 ms of tests, then naps): ranks that open together meet
  * at once, and a late rank -- a controller that reads its input first --
