@@ -641,7 +641,11 @@ fi
         echo "rank 0 waits for the word as the controller waits for replies)."
         echo "rt: MPI_Bcast + MPI_Gather of 64 B. The image: a payload of"
         echo "${remote_args[3]} MiB to every agent (the slowest agent's receipt), beside a"
-        echo "bare MPI_Bcast of the same bytes."
+        echo "bare MPI_Bcast of the same bytes. Each round opens the layer, loads"
+        echo "and unloads rtiny untimed (a session's first command pays one-time"
+        echo "costs the baselines pay in their first round only), then times the"
+        echo "load and launch, and the images last (a launch right after a 64 MiB"
+        echo "image's unload was 0.5-0.8 ms slower on the agent itself)."
         echo
         echo "| target | measured | verdict |"
         echo "|---|---|---|"
