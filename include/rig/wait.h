@@ -24,7 +24,8 @@
  *          RIG_WAIT_SLEEP_US (1000 us by default);
  *   auto   (the default) yield when this node is oversubscribed, else
  *          spin for about 4,096 polls, yield for 2 ms, then sleep as
- *          yield does.
+ *          yield does -- except a wait on bulk runs across nodes (below),
+ *          which sleeps as block does.
  * RIG_WAIT=auto|spin|yield|block sets the mode and wins over
  * rig_wait_mode_set.  auto decides once, at the first wait that misses,
  * from the first of: what a job layer told rig_wait_node (rig_job_open
@@ -47,6 +48,14 @@
  * before each sleep of yield and auto.  Block never drives: its waits
  * sleep and leave it to the transport's own thread.  Ends on one node,
  * and the loopback provider's, have no hook.
+ *
+ * *Bulk runs.*  An auto wait on a node that is not oversubscribed whose
+ * ends with a hook all move at least RIG_WAIT_BULK_BYTES a run (the larger
+ * direction's copy; 1 MiB by default, 0: never) and share one transport
+ * drives once, hands the transport to its own thread and sleeps as block
+ * does: a run that long on the wire gains nothing from spinning, and a
+ * spinning wait's drives (a system call each) take the cores the
+ * network stack needs.  A test (no time limit) still drives once.
  *
  * *Reaching a count.*  A test or a wait tells four outcomes apart
  * (rig_reach): the count reached c, not yet (a test, or a wait's time

@@ -36,7 +36,8 @@ FAILURE_TEST_FILES = \
 	mpi_tests/failure/hang_partial_np3.mpi \
 	mpi_tests/failure/hang_stop_mpi_np2.mpi \
 	mpi_tests/failure/hang_stop_np2.mpi \
-	mpi_tests/failure/hang_stop_tcp_np2.mpi
+	mpi_tests/failure/hang_stop_tcp_np2.mpi \
+	mpi_tests/failure/hang_stop_bulk_tcp_np2.mpi
 EXTRA_DIST += $(FAILURE_TEST_FILES) mpi_tests/failure/soak.sh \
 	mpi_tests/failure/test_harness.sh mpi_tests/failure/repeat.sh
 

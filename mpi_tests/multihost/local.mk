@@ -26,6 +26,7 @@ MH_TEST_FILES = \
 	mpi_tests/multihost/job_oscucx_h2.mh \
 	mpi_tests/multihost/job_mpi_h2.mh \
 	mpi_tests/multihost/kill_h3.mh \
+	mpi_tests/multihost/kill_bulk_h3.mh \
 	mpi_tests/multihost/kill_mpi_h3.mh \
 	mpi_tests/multihost/open_h2.mh \
 	mpi_tests/multihost/open_h3.mh \
@@ -34,6 +35,7 @@ MH_TEST_FILES = \
 	mpi_tests/multihost/open_noflags_h2.mh \
 	mpi_tests/multihost/open_noflags_mt_h2.mh \
 	mpi_tests/multihost/rails_h2.mh \
+	mpi_tests/multihost/rails_bulk_h2.mh \
 	mpi_tests/multihost/rails_h3.mh \
 	mpi_tests/multihost/rails_mpi_h2.mh \
 	mpi_tests/multihost/stop_h2.mh \

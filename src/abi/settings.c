@@ -20,6 +20,8 @@ static const rig_setting settings[] = {
      "spin|yield|block (sleep in the kernel)"},
     {"RIG_WAIT_SLEEP_US", "1000",
      "block: longest sleep, the bound on noticing a peer's store (us)"},
+    {"RIG_WAIT_BULK_BYTES", "1048576",
+     "auto: runs across nodes this large or larger sleep (0: never)"},
     /* rails (rig/job.h) */
     {"RIG_TRANSPORT", "ucx", "rail transport: ucx or mpi (MPI RMA)"},
     {"RIG_NUMA", "auto",

@@ -197,6 +197,7 @@ void rig_backoff_step(rig_backoff *b)
 }
 
 _Thread_local bool rig_drive_once;
+_Thread_local bool rig_drive_handover;
 
 #ifndef NDEBUG
 /* The levels of the locks this thread holds, one bit each. */

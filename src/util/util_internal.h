@@ -79,6 +79,12 @@ void rig_backoff_yields(bool (*yields)(void));
  * times (src/rail/ucx/progress.c). */
 extern _Thread_local bool rig_drive_once;
 
+/* Set by a wait (src/abi/wait.c) around its last drive before it sleeps
+ * and leaves the driving to the transport's own thread (an auto wait on
+ * bulk runs): the progress hook looks at its worker once and hands it to
+ * that thread (src/rail/ucx/progress.c). */
+extern _Thread_local bool rig_drive_handover;
+
 /* Mutexes with a lock order.  Each lock has a level (1..63), stated where
  * the lock is declared; a thread takes locks in increasing level only.
  * Builds without NDEBUG check it on every rig_lock (a per-thread mask of

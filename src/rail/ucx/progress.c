@@ -11,7 +11,9 @@
  * with no wake-up of this thread in between.  The thread stays for what
  * nobody waits on -- carrying ends handed to it, sends nobody waits for,
  * failures, a peer's messages between waits -- and for waits in the block
- * mode, which sleep.  While waiters drive, it stands back (STANDBY_NS).
+ * mode, which sleep, and auto waits on bulk runs, which hand it the worker
+ * and sleep (drive_handover).  While waiters drive, it stands back
+ * (STANDBY_NS).
  *
  * Why the thread's sleep alone is not enough (UCX 1.13.1's own code):
  * ucp_worker_arm's contract (ucp.h) is one thread's -- progress until
@@ -128,9 +130,33 @@
 #define DRIVE_IDLE 8u
 #define DRIVE_RUN_NS 100000u
 
+/* A wait's handover (rig_drive_handover: an auto wait on bulk runs,
+ * wait.c, about to sleep): one look at the worker, then the thread's
+ * standby ends and the thread is kicked, so that it watches the worker's
+ * fd again and carries the bytes while the waiter sleeps.  Without the
+ * kick a sleeping waiter's run waited for the standby's next look (up to
+ * STANDBY_MS) whenever a wait of this process had driven in the last
+ * STANDBY_NS (an acknowledgement's, say): 1 MiB runs across 2 simulated
+ * hosts read 0.6-0.9x MPI's best bandwidth. */
+static void drive_handover(rig_ucx *u)
+{
+    if (rig_trylock(&u->worker_lock, UCX_LOCK_WORKER)) {
+        if (u->worker != NULL) {
+            (void)ucp_worker_progress(u->worker);
+        }
+        rig_unlock(&u->worker_lock, UCX_LOCK_WORKER);
+    }
+    atomic_store_explicit(&u->driven_ns, 0, memory_order_relaxed);
+    rig_ucx_kick(u);
+}
+
 void rig_ucx_drive(void *arg)
 {
     rig_ucx *u = arg;
+    if (rig_drive_handover) {
+        drive_handover(u);
+        return;
+    }
     uint64_t now = rig_now_ns();
     if (now - atomic_load_explicit(&u->driven_ns, memory_order_relaxed) >
         STANDBY_NS / 8) {
