@@ -452,8 +452,8 @@ static bool waiter_step(waiter *w, const wait_ops *ops)
              * takes the next one from the socket only after; the thread
              * receives while the waiter sleeps.  Across 2 simulated
              * hosts, rig_osu_bw paired with MPI's best, 5 rounds: 1 MiB
-             * 0.94-1.06x spinning (8 runs), 1.14-1.21x sleeping (4);
-             * 2 MiB 0.92-1.01x against 1.10-1.16x.  At 256 KiB a round
+             * 0.94-1.05x spinning (12 runs), 1.14-1.26x sleeping (6);
+             * 2 MiB 0.92-1.00x against 0.98-1.28x.  At 256 KiB a round
              * trip took 1.6-2.3x MPI's sleeping (the thread switches of
              * every hop) against 1.4x spinning: hence the bound.  A
              * test (no time) drives as ever: a loop of them must not
