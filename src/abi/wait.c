@@ -145,41 +145,39 @@ static bool oversubscribed(const char **why)
     return false;
 }
 
-/* RIG_WAIT_BULK_BYTES, read with the plan: the run size from which an
- * auto wait on the network path sleeps (waiter_step says why); 0: never. */
-static void bulk_bytes_read(void)
+/* A setting of the waits from the environment: dflt when unset, and when
+ * malformed or outside lo..hi, which is logged once (*logged). */
+static uint64_t setting_read(const char *name, uint64_t dflt, uint64_t lo,
+                             uint64_t hi, int *logged)
 {
-    uint64_t b = 0;
+    uint64_t v = 0;
     char *err = NULL;
-    static int bad_logged;
-    if (!rig_env_u64("RIG_WAIT_BULK_BYTES", BULK_BYTES_DEFAULT, &b, &err) ||
-        b > BULK_BYTES_MAX) {
-        rig_log_once(&bad_logged, RIG_LOG_WARN,
-                     "%s; RIG_WAIT_BULK_BYTES must be 0..%llu: %llu used",
-                     err != NULL ? err : "invalid: RIG_WAIT_BULK_BYTES",
-                     BULK_BYTES_MAX, BULK_BYTES_DEFAULT);
+    if (!rig_env_u64(name, dflt, &v, &err) || v < lo || v > hi) {
+        /* rig_env_u64's reason, else "invalid: NAME" (out of range). */
+        rig_log_once(logged, RIG_LOG_WARN,
+                     "%s%s; %s must be %llu..%llu: %llu used",
+                     err != NULL ? err : "invalid: ", err != NULL ? "" : name,
+                     name, (unsigned long long)lo, (unsigned long long)hi,
+                     (unsigned long long)dflt);
         free(err);
-        b = BULK_BYTES_DEFAULT;
+        v = dflt;
     }
-    atomic_store_explicit(&bulk_bytes, (unsigned long)b, memory_order_relaxed);
+    return v;
 }
 
-static void sleep_cap_read(void)
+/* RIG_WAIT_SLEEP_US and RIG_WAIT_BULK_BYTES (the run size from which an
+ * auto wait on the network path sleeps, waiter_step says why; 0: never),
+ * read with the plan. */
+static void settings_read(void)
 {
-    uint64_t us = 0;
-    char *err = NULL;
-    static int bad_logged;
-    if (!rig_env_u64("RIG_WAIT_SLEEP_US", 1000, &us, &err) || us == 0 ||
-        us > SLEEP_US_MAX) {
-        rig_log_once(&bad_logged, RIG_LOG_WARN,
-                     "%s; RIG_WAIT_SLEEP_US must be 1..%llu: 1000 used",
-                     err != NULL ? err : "invalid: RIG_WAIT_SLEEP_US",
-                     (unsigned long long)SLEEP_US_MAX);
-        free(err);
-        us = 1000;
-    }
+    static int sleep_logged, bulk_logged;
+    uint64_t us =
+        setting_read("RIG_WAIT_SLEEP_US", 1000, 1, SLEEP_US_MAX, &sleep_logged);
     atomic_store_explicit(&sleep_cap_ns, (unsigned long)(us * 1000),
                           memory_order_relaxed);
+    uint64_t b = setting_read("RIG_WAIT_BULK_BYTES", BULK_BYTES_DEFAULT, 0,
+                              BULK_BYTES_MAX, &bulk_logged);
+    atomic_store_explicit(&bulk_bytes, (unsigned long)b, memory_order_relaxed);
 }
 
 /* The plan: a rig_wait_mode, RIG_WAIT_AUTO meaning "auto on a node that
@@ -187,8 +185,7 @@ static void sleep_cap_read(void)
 static int plan_decide(const char **why)
 {
     static int bad_logged;
-    sleep_cap_read();
-    bulk_bytes_read();
+    settings_read();
     const char *env = getenv("RIG_WAIT");
     rig_wait_mode m = RIG_WAIT_AUTO;
     if (env != NULL && env[0] != '\0') {
