@@ -102,6 +102,13 @@ static void shared_close(void)
     if (--g_ucx.refs > 0) {
         return;
     }
+    /* Every put acknowledged before the endpoints go: over TCP a put's
+     * acknowledgement is a message the peer's progress sends, and a
+     * worker destroyed with some unanswered warned "2 pending operations
+     * were not flushed" (2 simulated hosts).  Both ranks flush at once,
+     * each progressing its worker, so each answers the other's. */
+    ucp_request_param_t fp = {.op_attr_mask = 0};
+    wait_request(ucp_ep_flush_nbx(g_ucx.ep, &fp), "ucp_ep_flush_nbx");
     MPI_Barrier(MPI_COMM_WORLD);
     ucp_request_param_t rp = {
         .op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS,
