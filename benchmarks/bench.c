@@ -20,7 +20,7 @@ int bench_copies = 2;
  * compare it with most closely (the floors for latency, raw UCX for
  * bandwidth), so that a pair is measured moments apart in every round. */
 static const bench_method *const all_methods[] = {
-    &bench_rig,     &bench_floor, &bench_floor2,     &bench_ucx,
+    &bench_rig,     &bench_floor, &bench_floor2,     &bench_ucx, &bench_ucx_am,
     &bench_rig_mpi, &bench_mpi,   &bench_persistent, &bench_put,
 };
 #define NALL (sizeof(all_methods) / sizeof(all_methods[0]))
@@ -69,8 +69,9 @@ static void usage(FILE *f)
             "  -b LIST      print these methods side by side (comma-"
             "separated,\n"
             "               or all): rig rig_mpi floor floor2 mpi\n"
-            "               persistent put ucx (floor, floor2: latency "
-            "only)\n"
+            "               persistent put ucx ucx_am (floor, floor2: "
+            "latency\n"
+            "               only; ucx_am only when named)\n"
             "               default: rig, the best baseline and their "
             "ratio\n"
             "  -r N         measure each size in N rounds (1 to %d), "
@@ -156,6 +157,12 @@ static bool is_floor(const bench_method *m)
     return m == &bench_floor || m == &bench_floor2;
 }
 
+/* Whether a method runs without -b naming it (by default, or in -b all). */
+static bool by_default(const bench_method *m, bool floor)
+{
+    return (!is_floor(m) || floor) && !m->named_only;
+}
+
 static _Noreturn void bad_option(const char *what)
 {
     if (bench_rank == 0) {
@@ -185,7 +192,7 @@ void bench_init(int *argc, char ***argv, bench_opts *o, size_t def_min,
     o->copies = 2;
     bool want[NALL];
     for (size_t i = 0; i < NALL; i++) {
-        want[i] = !is_floor(all_methods[i]) || floor;
+        want[i] = by_default(all_methods[i], floor);
     }
 
     int c;
@@ -240,7 +247,7 @@ void bench_init(int *argc, char ***argv, bench_opts *o, size_t def_min,
                  t = strtok_r(NULL, ",", &save)) {
                 if (strcmp(t, "all") == 0) {
                     for (size_t i = 0; i < NALL; i++) {
-                        want[i] = !is_floor(all_methods[i]) || floor;
+                        want[i] = want[i] || by_default(all_methods[i], floor);
                     }
                     continue;
                 }

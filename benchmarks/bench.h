@@ -66,6 +66,7 @@ struct bench_method {
     const char *name;  /* column name: rig, floor, mpi, persistent, ... */
     const char *about; /* one line for the header */
     bool baseline;     /* competes for "best baseline" */
+    bool named_only;   /* run only when -b names it (not by default or all) */
     size_t max_size;   /* largest message; 0: no limit */
     bench_open_fn open;
     bench_close_fn close;
@@ -88,6 +89,7 @@ extern const bench_method bench_mpi;
 extern const bench_method bench_persistent;
 extern const bench_method bench_put;
 extern const bench_method bench_ucx;
+extern const bench_method bench_ucx_am;
 
 /* ---- the run ------------------------------------------------------------ */
 

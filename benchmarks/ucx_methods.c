@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* The raw UCX baselines, without rig: put-fence-counter and the floor. */
+/* The raw UCX baselines, without rig: put-fence-counter, active messages
+ * and the floor. */
 #include "bench.h"
 
 #include <stdatomic.h>
@@ -67,7 +68,7 @@ static bool shared_open(char **err)
     ucs_check(ucp_config_read(NULL, NULL, &cfg), "ucp_config_read");
     ucp_params_t params = {
         .field_mask = UCP_PARAM_FIELD_FEATURES,
-        .features = UCP_FEATURE_RMA,
+        .features = UCP_FEATURE_RMA | UCP_FEATURE_AM,
     };
     ucs_check(ucp_init(&params, cfg, &g_ucx.context), "ucp_init");
     ucp_config_release(cfg);
@@ -385,6 +386,217 @@ const bench_method bench_ucx = {
     .send_wait = ucx_send_wait,
     .recv_wait = ucx_recv_wait,
     .recv_check = ucx_recv_check,
+};
+
+/* ---- ucx_am: one active message a message ------------------------------ */
+
+/* What rig's rails do across nodes (src/rail/ucx/carrier.c), on raw UCX
+ * with its defaults: each message one ucp_am_send_nbx, eager (as rig's
+ * runs), its number in the header; the receiver's handler copies the
+ * bytes into the message's slot and raises the count it polls.  The
+ * transport's own cost, beside which rig's rails across hosts are read. */
+
+#define AM_ID 0x6d61 /* "am" */
+
+typedef struct {
+    size_t out, in;
+    size_t oslots, islots;
+    uint8_t *src;     /* outbound slots */
+    uint64_t *hdr;    /* their headers: UCX reads one until its send ends */
+    uint8_t *dst;     /* inbound slots */
+    uint64_t arrived; /* the last message landed (the handler's) */
+    unsigned pending; /* sends not completed */
+    uint64_t got;
+    unsigned rereads;
+} am_link;
+
+static ucs_status_t am_handler(void *arg, const void *header, size_t hlen,
+                               void *data, size_t len,
+                               const ucp_am_recv_param_t *param)
+{
+    am_link *a = arg;
+    uint64_t seq = 0;
+    if (hlen != sizeof(seq) || len != a->in ||
+        (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) != 0) {
+        bench_die("failed: ucx_am: a message of %zu bytes (header %zu) "
+                  "where %zu were sent eagerly",
+                  len, hlen, a->in);
+    }
+    memcpy(&seq, header, sizeof(seq));
+    memcpy(a->dst + (seq - 1) % a->islots * a->in, data, len);
+    a->arrived = seq;
+    return UCS_OK;
+}
+
+static void am_handler_set(am_link *a)
+{
+    ucp_am_handler_param_t p = {
+        .field_mask =
+            UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_FLAGS |
+            UCP_AM_HANDLER_PARAM_FIELD_CB | UCP_AM_HANDLER_PARAM_FIELD_ARG,
+        .id = AM_ID,
+        .flags = UCP_AM_FLAG_WHOLE_MSG,
+        .cb = am_handler,
+        .arg = a,
+    };
+    ucs_check(ucp_worker_set_am_recv_handler(g_ucx.worker, &p),
+              "ucp_worker_set_am_recv_handler");
+}
+
+static bool am_open(void **state, char **err)
+{
+    if (!shared_open(err)) {
+        return false;
+    }
+    am_link *a = calloc(1, sizeof(*a));
+    if (a == NULL) {
+        bench_die("nomem: ucx_am state");
+    }
+    am_handler_set(a);
+    *state = a;
+    return true;
+}
+
+static void am_close(void *state)
+{
+    free(state);
+    shared_close();
+}
+
+static bool am_setup(void *state, size_t out, size_t in, size_t n, char **err)
+{
+    (void)err;
+    am_link *a = state;
+    a->out = out;
+    a->in = in;
+    a->oslots = ucx_slots(out, n);
+    a->islots = ucx_slots(in, n);
+    a->src = calloc(a->oslots, out > 0 ? out : 1);
+    a->hdr = calloc(a->oslots, sizeof(*a->hdr));
+    a->dst = calloc(a->islots, in > 0 ? in : 1);
+    if (a->src == NULL || a->hdr == NULL || a->dst == NULL) {
+        bench_die("nomem: ucx_am slots");
+    }
+    for (size_t k = 0; k < a->oslots; k++) {
+        bench_pattern(a->src + k * out, out);
+    }
+    a->arrived = 0;
+    a->pending = 0;
+    a->got = 0;
+    MPI_Barrier(MPI_COMM_WORLD);
+    return true;
+}
+
+static void am_drain(am_link *a)
+{
+    while (a->pending > 0) {
+        ucp_worker_progress(g_ucx.worker);
+    }
+}
+
+static void am_teardown(void *state)
+{
+    am_link *a = state;
+    am_drain(a);
+    /* The peer's last messages landed before the slots go. */
+    MPI_Barrier(MPI_COMM_WORLD);
+    free(a->src);
+    free(a->hdr);
+    free(a->dst);
+    a->src = a->dst = NULL;
+    a->hdr = NULL;
+}
+
+static void am_sent(void *req, ucs_status_t st, void *user)
+{
+    am_link *a = user;
+    ucs_check(st, "ucp_am_send_nbx (completion)");
+    a->pending--;
+    ucp_request_free(req);
+}
+
+static void am_send(void *state, uint64_t seq, bool signal)
+{
+    (void)signal; /* every message says its own number */
+    am_link *a = state;
+    size_t k = (size_t)((seq - 1) % a->oslots);
+    uint8_t *buf = a->src + k * a->out;
+    if (a->pending > 0) {
+        am_drain(a); /* an earlier send may still read its slot */
+    }
+    bench_stamp(buf, a->out, seq);
+    a->hdr[k] = seq;
+    ucp_request_param_t rp = {
+        .op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK |
+                        UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_FLAGS,
+        .cb.send = am_sent,
+        .user_data = a,
+        .flags = UCP_AM_SEND_FLAG_EAGER,
+    };
+    void *req = ucp_am_send_nbx(g_ucx.ep, AM_ID, &a->hdr[k], sizeof(a->hdr[k]),
+                                buf, a->out, &rp);
+    if (UCS_PTR_IS_ERR(req)) {
+        ucs_check(UCS_PTR_STATUS(req), "ucp_am_send_nbx");
+    }
+    if (req != NULL) {
+        a->pending++;
+    }
+}
+
+static void am_send_wait(void *state)
+{
+    am_drain(state);
+}
+
+/* The count, for a check of a slot a newer message may be landing in:
+ * from the second read of a check on, with progress (the handler lands
+ * messages only inside it). */
+static uint64_t am_count_of(const void *ctx)
+{
+    am_link *a = (am_link *)(uintptr_t)ctx;
+    if (a->rereads++ > 0) {
+        ucp_worker_progress(g_ucx.worker);
+    }
+    return a->arrived;
+}
+
+static void am_recv_wait(void *state, uint64_t seq)
+{
+    am_link *a = state;
+    while (a->arrived < seq) {
+        ucp_worker_progress(g_ucx.worker);
+    }
+    a->got = seq;
+    a->rereads = 0;
+    bench_check_live("ucx_am", a->dst + (seq - 1) % a->islots * a->in, a->in,
+                     seq, am_count_of, a, 2 * a->islots);
+}
+
+static void am_recv_check(void *state)
+{
+    am_link *a = state;
+    if (a->got == 0) {
+        return;
+    }
+    bench_check_all("ucx_am", a->dst + (a->got - 1) % a->islots * a->in, a->in,
+                    a->got, a->arrived + 2 * a->islots);
+}
+
+const bench_method bench_ucx_am = {
+    .name = "ucx_am",
+    .about = "raw UCX active messages: ucp_am_send_nbx (eager) into a "
+             "handler that copies",
+    .baseline = true,
+    .named_only = true,
+    .open = am_open,
+    .close = am_close,
+    .setup = am_setup,
+    .teardown = am_teardown,
+    .recv_post = ucx_recv_post,
+    .send = am_send,
+    .send_wait = am_send_wait,
+    .recv_wait = am_recv_wait,
+    .recv_check = am_recv_check,
 };
 
 /* ---- floor: one cache line, stored and polled --------------------------- */
