@@ -224,17 +224,17 @@ bw=$tmp/bw.txt
 rig8=$(value "$lat" 8 rig)
 mpi8=$(value "$lat" 8 mpi)
 r_lat=$(ratio "$rig8" "$mpi8")
+rig1m=$(value "$bw" 1048576 rig)
+ucx1m=$(value "$bw" 1048576 ucx)
+mpibest1m=$(best "$bw" 1048576 max mpi persistent put)
+r_bw_mpi=$(ratio "$rig1m" "$mpibest1m")
+r_bw_ucx=$(ratio "$rig1m" "$ucx1m")
 # UCX's own active messages, what rig's runs ride across hosts: context
 # for where rig's time goes, not a target.
 am8=$(value "$lat" 8 ucx_am)
 r_lat_am=$(ratio "$rig8" "$am8")
 am1m=$(value "$bw" 1048576 ucx_am)
 r_bw_am=$(ratio "$rig1m" "$am1m")
-rig1m=$(value "$bw" 1048576 rig)
-ucx1m=$(value "$bw" 1048576 ucx)
-mpibest1m=$(best "$bw" 1048576 max mpi persistent put)
-r_bw_mpi=$(ratio "$rig1m" "$mpibest1m")
-r_bw_ucx=$(ratio "$rig1m" "$ucx1m")
 bw_rows=""
 for s in 65536 262144 1048576 4194304; do
     r=$(value "$bw" $s rig)
