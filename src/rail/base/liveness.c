@@ -36,6 +36,8 @@ struct rig_liveness {
     uint64_t period_ns; /* between heartbeats: an eighth of the bound */
     uint64_t next_ns;   /* the next heartbeat */
     int *fd;            /* per rank: its link, or -1 (the thread's) */
+    int *data_fd;       /* per rank: its data connection, or -1 (until
+                         * rig_liveness_take_data hands it over) */
     uint64_t *since;    /* per rank: bytes wait unacknowledged since */
     uint32_t *addr;     /* per rank: the address its link runs to/from */
     int links;          /* links open */
@@ -63,9 +65,14 @@ enum { CARD_OFF = 0, CARD_ON = 1, CARD_BROKEN = 2 };
 typedef struct {
     uint32_t magic;
     uint32_t from, to;
-    uint32_t ok; /* the accepting side's verdict */
+    uint32_t ok;   /* the accepting side's verdict */
+    uint32_t kind; /* KIND_LINK or KIND_DATA */
     uint64_t nonce;
 } greeting;
+
+/* The connections of a pair: the link this file watches, and (when asked)
+ * one for the transport's data. */
+enum { KIND_LINK = 0, KIND_DATA = 1 };
 
 bool rig_liveness_setting(uint64_t *bound_ms, char **err)
 {
@@ -162,6 +169,7 @@ typedef struct {
     uint32_t addr; /* out: the address tried; in: the caller's */
     bool out;
     bool connecting; /* out: connect() has not completed */
+    uint32_t kind;   /* out: what it is for; in: from its greeting */
     greeting got;
     size_t have; /* bytes of got read so far */
 } pending;
@@ -173,14 +181,21 @@ typedef struct {
     pending *p;
     size_t np, cap;
     int listener;
-    int need;  /* links still to make */
-    char *why; /* the first reason a peer could not be reached */
+    uint32_t kinds; /* connections a pair makes: 1, or 2 with data */
+    int need;       /* connections still to make */
+    char *why;      /* the first reason a peer could not be reached */
     int why_peer;
 } setup;
 
-static bool linked(const setup *s, int r)
+static bool linked(const setup *s, int r, uint32_t kind)
 {
-    return s->l->fd[r] >= 0;
+    return (kind == KIND_LINK ? s->l->fd : s->l->data_fd)[r] >= 0;
+}
+
+static bool linked_all(const setup *s, int r)
+{
+    return linked(s, r, KIND_LINK) &&
+           (s->kinds == 1 || linked(s, r, KIND_DATA));
 }
 
 /* Whether this rank links with r: both on, on different nodes. */
@@ -234,25 +249,32 @@ static bool send_all(int fd, const void *buf, size_t len)
     return n == (ssize_t)len;
 }
 
-/* The connection becomes the link to peer: nonblocking already; the bound
- * as TCP_USER_TIMEOUT, and no delay for the heartbeat byte. */
+/* The connection becomes the link (or the data connection) to peer:
+ * nonblocking already; the bound as TCP_USER_TIMEOUT, and no delay for
+ * the heartbeat byte (or a small run). */
 static void adopt(setup *s, size_t i, int peer)
 {
     rig_liveness *l = s->l;
     int fd = s->p[i].fd;
+    uint32_t kind = s->p[i].kind;
     unsigned int ms = (unsigned int)l->bound_ms;
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &ms, sizeof(ms));
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-    l->fd[peer] = fd;
-    l->addr[peer] = s->p[i].addr;
-    l->links++;
+    if (kind == KIND_LINK) {
+        l->fd[peer] = fd;
+        l->addr[peer] = s->p[i].addr;
+        l->links++;
+    } else {
+        l->data_fd[peer] = fd;
+    }
     s->need--;
     s->p[i].fd = -1;
     pending_drop(s, i);
-    /* Our other attempts to the same peer are no longer needed. */
+    /* Our other attempts of this kind to the same peer are no longer
+     * needed. */
     for (size_t k = s->np; k-- > 0;) {
-        if (s->p[k].out && s->p[k].peer == peer) {
+        if (s->p[k].out && s->p[k].peer == peer && s->p[k].kind == kind) {
             pending_drop(s, k);
         }
     }
@@ -271,7 +293,11 @@ static bool connect_all(setup *s, const bool *local)
             note_why(s, r, "rank %d has no IPv4 address", r);
             continue;
         }
-        for (uint16_t k = 0; k < c->naddr && k < ADDRS_MAX; k++) {
+        for (uint32_t n = 0; n < s->kinds * c->naddr; n++) {
+            uint16_t k = (uint16_t)(n % c->naddr);
+            if (k >= ADDRS_MAX) {
+                continue;
+            }
             int fd =
                 socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
             if (fd < 0) {
@@ -290,7 +316,8 @@ static bool connect_all(setup *s, const bool *local)
                          .peer = r,
                          .addr = c->addr[k],
                          .out = true,
-                         .connecting = rc != 0};
+                         .connecting = rc != 0,
+                         .kind = n / c->naddr};
             if (!pending_add(s, p)) {
                 close(fd);
                 return false;
@@ -326,6 +353,7 @@ static bool step_out(setup *s, size_t i, short revents)
         greeting g = {.magic = GREET_MAGIC,
                       .from = (uint32_t)l->rank,
                       .to = (uint32_t)p->peer,
+                      .kind = p->kind,
                       .nonce = s->nonce};
         if (!send_all(p->fd, &g, sizeof(g))) {
             pending_drop(s, i);
@@ -352,7 +380,7 @@ static bool step_out(setup *s, size_t i, short revents)
     const greeting *g = &p->got;
     if (g->magic == GREET_MAGIC && g->nonce == s->nonce && g->ok == 1 &&
         g->from == (uint32_t)p->peer && g->to == (uint32_t)l->rank &&
-        !linked(s, p->peer)) {
+        g->kind == p->kind && !linked(s, p->peer, p->kind)) {
         adopt(s, i, p->peer);
     } else {
         pending_drop(s, i);
@@ -385,16 +413,19 @@ static bool step_in(setup *s, size_t i, short revents, const bool *local)
     int from = (int)g->from;
     bool ok = g->magic == GREET_MAGIC && g->nonce == s->nonce &&
               g->to == (uint32_t)l->rank && from > l->rank && from < l->size &&
-              wants(s, local, from) && !linked(s, from);
+              g->kind < s->kinds && wants(s, local, from) &&
+              !linked(s, from, g->kind);
     greeting a = {.magic = GREET_MAGIC,
                   .from = (uint32_t)l->rank,
                   .to = g->from,
                   .ok = ok ? 1u : 0u,
+                  .kind = g->kind,
                   .nonce = s->nonce};
     if (!send_all(p->fd, &a, sizeof(a)) || !ok) {
         pending_drop(s, i);
         return false;
     }
+    p->kind = g->kind;
     adopt(s, i, from);
     return false;
 }
@@ -479,7 +510,7 @@ static bool links_make(setup *s, const bool *local)
             for (size_t i = 0; i < s->np && !trying; i++) {
                 trying = s->p[i].out && s->p[i].peer == r;
             }
-            if (wants(s, local, r) && !linked(s, r) && !trying) {
+            if (wants(s, local, r) && !linked_all(s, r) && !trying) {
                 note_why(s, r, "every address of rank %d refused", r);
                 s->why_peer = r;
                 until = 0; /* give up */
@@ -691,6 +722,9 @@ void rig_liveness_close(rig_liveness *l)
         if (l->fd[r] >= 0) {
             close(l->fd[r]);
         }
+        if (l->data_fd != NULL && l->data_fd[r] >= 0) {
+            close(l->data_fd[r]);
+        }
     }
     if (l->epfd >= 0) {
         close(l->epfd);
@@ -699,14 +733,15 @@ void rig_liveness_close(rig_liveness *l)
         close(l->stopfd);
     }
     free(l->fd);
+    free(l->data_fd);
     free(l->addr);
     free(l->since);
     free(l);
 }
 
 bool rig_liveness_open(MPI_Comm comm, int rank, int size, const bool *local,
-                       uint64_t bound_ms, rig_liveness_lost_fn lost, void *arg,
-                       rig_liveness **out, char **err)
+                       uint64_t bound_ms, bool data, rig_liveness_lost_fn lost,
+                       void *arg, rig_liveness **out, char **err)
 {
     rig_liveness *l = calloc(1, sizeof(*l));
     if (l != NULL) {
@@ -718,18 +753,22 @@ bool rig_liveness_open(MPI_Comm comm, int rank, int size, const bool *local,
     card *cards = calloc((size_t)size, sizeof(*cards));
     if (l != NULL) {
         l->fd = malloc((size_t)size * sizeof(*l->fd));
+        l->data_fd = malloc((size_t)size * sizeof(*l->data_fd));
         l->addr = calloc((size_t)size, sizeof(*l->addr));
         l->since = calloc((size_t)size, sizeof(*l->since));
     }
     /* Even without memory this rank joins the gather (a card that says
      * so), or the others would wait for it. */
     bool fine = l != NULL && cards != NULL && l->fd != NULL &&
-                l->addr != NULL && l->since != NULL;
+                l->data_fd != NULL && l->addr != NULL && l->since != NULL;
     bool remote = false;
     for (int r = 0; r < size; r++) {
         remote = remote || (r != rank && !local[r]);
         if (l != NULL && l->fd != NULL) {
             l->fd[r] = -1;
+        }
+        if (l != NULL && l->data_fd != NULL) {
+            l->data_fd[r] = -1;
         }
     }
     card mine = {.nonce = rank == 0 ? draw_nonce() : 0, .state = CARD_OFF};
@@ -750,7 +789,11 @@ bool rig_liveness_open(MPI_Comm comm, int rank, int size, const bool *local,
                       cards != NULL ? (void *)cards : (void *)&dummy,
                       cards != NULL ? (int)sizeof(mine) : 0, MPI_BYTE, comm);
     bool ok = false;
-    setup s = {.l = l, .cards = cards, .listener = listener, .why_peer = -1};
+    setup s = {.l = l,
+               .cards = cards,
+               .listener = listener,
+               .kinds = data ? 2 : 1,
+               .why_peer = -1};
     if (!fine) {
         rig_err(err, "nomem: link tables for %d ranks", size);
         goto out;
@@ -778,7 +821,7 @@ bool rig_liveness_open(MPI_Comm comm, int rank, int size, const bool *local,
             rig_err(err, "failed: rank %d could not listen for its links", r);
             goto out;
         }
-        s.need += wants(&s, local, r) ? 1 : 0;
+        s.need += wants(&s, local, r) ? (int)s.kinds : 0;
     }
     if (!links_make(&s, local)) {
         rig_err(err, "nomem: making the links of rank %d", rank);
@@ -787,7 +830,7 @@ bool rig_liveness_open(MPI_Comm comm, int rank, int size, const bool *local,
     if (s.need > 0) {
         int missing = -1;
         for (int r = 0; r < size && missing < 0; r++) {
-            if (wants(&s, local, r) && !linked(&s, r)) {
+            if (wants(&s, local, r) && !linked_all(&s, r)) {
                 missing = r;
             }
         }
@@ -829,4 +872,14 @@ out:
 int rig_liveness_count(const rig_liveness *l)
 {
     return l != NULL ? l->made : 0;
+}
+
+int rig_liveness_take_data(rig_liveness *l, int r)
+{
+    if (l == NULL || l->data_fd == NULL || r < 0 || r >= l->size) {
+        return -1;
+    }
+    int fd = l->data_fd[r];
+    l->data_fd[r] = -1;
+    return fd;
 }
