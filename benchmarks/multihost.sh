@@ -229,8 +229,9 @@ ucx1m=$(value "$bw" 1048576 ucx)
 mpibest1m=$(best "$bw" 1048576 max mpi persistent put)
 r_bw_mpi=$(ratio "$rig1m" "$mpibest1m")
 r_bw_ucx=$(ratio "$rig1m" "$ucx1m")
-# UCX's own active messages, what rig's runs ride across hosts: context
-# for where rig's time goes, not a target.
+# UCX's own active messages, what rig's larger runs ride across hosts
+# (small ones take rig's own TCP lane): context for where rig's time
+# goes, not a target.
 am8=$(value "$lat" 8 ucx_am)
 r_lat_am=$(ratio "$rig8" "$am8")
 am1m=$(value "$bw" 1048576 ucx_am)
@@ -364,7 +365,9 @@ fi
     echo
     echo "Beside UCX's own active messages (\`ucx_am\`: one eager"
     echo "\`ucp_am_send_nbx\` a message into a handler that copies it, UCX's"
-    echo "defaults; the protocol rig's runs take across nodes, without rig):"
+    echo "defaults; the protocol rig's runs larger than RIG_LANE_BYTES take"
+    echo "across nodes, without rig; smaller ones, 8 B among them, go over"
+    echo "rig's own TCP connection, which a waiter reads with a plain recv):"
     echo "8 B half round trip rig $rig8 us, ucx_am $am8 us: $r_lat_am;"
     echo "1 MiB bandwidth rig $rig1m MB/s, ucx_am $am1m MB/s: $r_bw_am."
     echo

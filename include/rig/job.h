@@ -120,6 +120,12 @@
  *   RIG_KEEPALIVE_MS 500: how often peers on other nodes are checked for
  *                   failure (UCX keepalive, TCP keepalive); same-node
  *                   peers are watched through their process (a pidfd)
+ *   RIG_PEER_TIMEOUT_MS 500: a rank on another node silent this long is
+ *                   lost (rig's own TCP link to it; 0: not watched)
+ *   RIG_LANE_BYTES  32768: runs to a rank on another node whose two
+ *                   copies fit go over rig's own TCP connection to it (a
+ *                   plain recv finds them), larger ones as UCX active
+ *                   messages; 0: UCX for every run
  *
  * Threads and MPI: rig_job_open and rig_job_close are collective and call
  * MPI; rig_job_rail calls MPI point-to-point on the job's own communicator,

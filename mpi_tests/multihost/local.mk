@@ -35,6 +35,7 @@ MH_TEST_FILES = \
 	mpi_tests/multihost/open_noflags_h2.mh \
 	mpi_tests/multihost/open_noflags_mt_h2.mh \
 	mpi_tests/multihost/rails_h2.mh \
+	mpi_tests/multihost/rails_am_h2.mh \
 	mpi_tests/multihost/rails_bulk_h2.mh \
 	mpi_tests/multihost/rails_h3.mh \
 	mpi_tests/multihost/rails_mpi_h2.mh \

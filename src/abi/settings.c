@@ -34,6 +34,9 @@ static const rig_setting settings[] = {
      "peer-failure keepalive of ranks on other nodes (ms)"},
     {"RIG_PEER_TIMEOUT_MS", "500",
      "a rank on another node silent this long is lost (ms; 0: not watched)"},
+    {"RIG_LANE_BYTES", "32768",
+     "runs across nodes whose 2 copies fit go over rig's own TCP "
+     "connection (0: UCX)"},
     {"RIG_UCX_TLS", "$UCX_TLS",
      "UCX transport: rig's context only (any RIG_UCX_<name> beats UCX_<name>)"},
     /* executors (mesh/executors.h) */

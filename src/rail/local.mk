@@ -27,6 +27,7 @@ src_rail_librail_la_SOURCES = \
 	src/rail/ucx/progress.c \
 	src/rail/ucx/end.c \
 	src/rail/ucx/carrier.c \
+	src/rail/ucx/lane.c \
 	src/rail/ucx/failure.c \
 	src/rail/ucx/memory.c \
 	src/rail/ucx/cuda.c \

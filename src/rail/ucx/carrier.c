@@ -17,7 +17,10 @@
  * the line between the cores on every run (the receiver polls it).
  *
  * Otherwise (another node, or RIG_SHM_STORES=off) every wake's transfers
- * go as one UCX active message: a header (the rail, the counts it
+ * go as one message: on the peer's lane when the end's runs are small
+ * (lane.c: rig's own TCP connection, whose frames the receiver reads with
+ * a recv and hands to rig_carrier_run_in), else as one UCX active
+ * message.  Either way the message is a header (the rail, the counts it
  * carries, its number among the end's messages) and the bytes, gathered
  * from the outbound copies (an iov: no copy at the sender).  The
  * receiver's handler finds its end by the rail's id, checks the message
@@ -375,31 +378,30 @@ static ucp_dt_iov_t *rx_pieces(rig_uend *e, uint64_t first, uint64_t last,
     return iov;
 }
 
-static ucs_status_t run_am(void *arg, const void *header, size_t header_len,
-                           void *data, size_t len,
-                           const ucp_am_recv_param_t *param)
+/* The end a run message is for, once it checked against the receive
+ * list (and took its place in the sequence); NULL when it is dropped: the
+ * job failed or is closing, no such end, a failure notice (which fails
+ * the end's counts), a failed rail, or a message the list does not match
+ * (which fails the job). */
+static rig_uend *run_accept(rig_ucx *u, const rig_run_hdr *hp, size_t len)
 {
-    rig_ucx *u = arg;
-    bool rndv = (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) != 0;
-    rig_run_hdr h;
-    if (header_len != sizeof(h) || atomic_load(&u->closing) ||
-        rig_failure_failed(&u->fail)) {
-        return UCS_OK; /* dropped (a rendezvous is answered as dropped) */
+    if (atomic_load(&u->closing) || rig_failure_failed(&u->fail)) {
+        return NULL;
     }
-    memcpy(&h, header, sizeof(h));
+    const rig_run_hdr h = *hp;
     rig_uend *e = index_find(u, h.id);
     if (e == NULL) {
-        return UCS_OK;
+        return NULL;
     }
     if (h.first == 0) {
         /* The peer failed the job: this end's counts of the rail fail. */
         rig_count_advance(e->counts, RIG_READY_AT, RIG_COUNT_FAILED);
         rig_count_advance(e->counts, RIG_SENT_AT, RIG_COUNT_FAILED);
         rig_count_advance(e->counts, RIG_ARRIVED_AT, RIG_COUNT_FAILED);
-        return UCS_OK;
+        return NULL;
     }
     if (rig_count_load(e->counts, RIG_ARRIVED_AT) == RIG_COUNT_FAILED) {
-        return UCS_OK; /* the rail failed: nothing lands any more */
+        return NULL; /* the rail failed: nothing lands any more */
     }
     /* What the receive list says the message must be. */
     if (e->nreceive == 0 || h.first != e->rx_next || h.count < h.first ||
@@ -413,13 +415,39 @@ static ucs_status_t run_am(void *arg, const void *header, size_t header_len,
                            e->peer, (long long)e->id,
                            (unsigned long long)h.first,
                            (unsigned long long)h.count, len);
-        return UCS_OK;
+        return NULL;
     }
     e->rx_next = h.count + 1;
     e->rx_seq++;
-    if (!rndv) {
-        land_copy(e, h.from, h.count, data);
-        landed(e, h.seq, h.count);
+    return e;
+}
+
+void rig_carrier_run_in(rig_ucx *u, const rig_run_hdr *h, const void *data,
+                        size_t len)
+{
+    rig_uend *e = run_accept(u, h, len);
+    if (e != NULL) {
+        land_copy(e, h->from, h->count, data);
+        landed(e, h->seq, h->count);
+    }
+}
+
+static ucs_status_t run_am(void *arg, const void *header, size_t header_len,
+                           void *data, size_t len,
+                           const ucp_am_recv_param_t *param)
+{
+    rig_ucx *u = arg;
+    rig_run_hdr h;
+    if (header_len != sizeof(h)) {
+        return UCS_OK; /* dropped (a rendezvous is answered as dropped) */
+    }
+    memcpy(&h, header, sizeof(h));
+    if ((param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) == 0) {
+        rig_carrier_run_in(u, &h, data, len);
+        return UCS_OK;
+    }
+    rig_uend *e = run_accept(u, &h, len);
+    if (e == NULL) {
         return UCS_OK;
     }
     rx_ctx *x = calloc(1, sizeof(*x));
@@ -504,6 +532,13 @@ static void batches_retire(rig_uend *e)
             handoff(e); /* a wake waited for room */
         }
     }
+}
+
+void rig_carrier_lane_sent(rig_batch *b)
+{
+    b->pending = 0;
+    batches_retire(b->end);
+    atomic_fetch_sub(&b->end->ucx->outstanding, 1);
 }
 
 static void send_done(void *req, ucs_status_t st, void *user_data)
@@ -591,6 +626,21 @@ static void send_run(rig_uend *e, uint64_t ready)
         .seq = e->tx_seq,
     };
     e->batch_n++;
+    if (e->lane) {
+        e->tx_seq++;
+        e->next_run = run;
+        e->next_j = j;
+        e->carried = ready;
+        if (rig_lane_send(u, e->peer, b)) {
+            batches_retire(e);
+        } else {
+            b->pending = 1;
+            if (atomic_fetch_add(&u->outstanding, 1) == 0) {
+                rig_ucx_kick(u); /* the progress thread may be asleep */
+            }
+        }
+        return;
+    }
     ucp_request_param_t p = {
         .op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK |
                         UCP_OP_ATTR_FIELD_USER_DATA |

@@ -285,6 +285,12 @@ static bool uend_connect(void *end, const void *desc, size_t len,
     }
     if (map == NULL) {
         atomic_store(&u->net_path, true); /* progress.c's safety poll */
+        /* Small runs go over the peer's lane, larger ones as UCX
+         * messages (lane.c), each end on one path for good. */
+        e->lane = rig_lane_fits(e, e->send, e->nsend);
+        /* The peer decides alike for what it sends here. */
+        u->am_net =
+            u->am_net || !e->lane || !rig_lane_fits(e, e->receive, e->nreceive);
     }
     /* The peer may send as soon as its side is made: the end takes runs
      * from now on (carrier.c). */

@@ -130,6 +130,35 @@
 #define DRIVE_IDLE 8u
 #define DRIVE_RUN_NS 100000u
 
+/* Lanes (lane.c).  A look reads the lanes, then progresses the worker --
+ * but a drive whose job sends no UCX run messages across nodes (every end
+ * there on a lane, am_net false) and has none in flight looks at the
+ * worker at most every WORKER_LOOK_NS: what still comes through it
+ * (failure messages, keepalive) can wait that long, and the epoll_wait of
+ * each ucp_worker_progress is what the lanes save. */
+#define WORKER_LOOK_NS 1000000u
+
+/* One look; what it moved. */
+static unsigned look(rig_ucx *u, bool worker)
+{
+    unsigned n = u->lanes_n > 0 ? rig_lanes_poll(u) : 0;
+    if (worker) {
+        n += ucp_worker_progress(u->worker);
+    }
+    return n;
+}
+
+/* Whether a drive at now looks at the worker (above); worker lock held. */
+static bool drive_worker(rig_ucx *u, uint64_t now)
+{
+    if (u->lanes_n == 0 || u->am_net || atomic_load(&u->outstanding) != 0 ||
+        now - u->worker_look_ns >= WORKER_LOOK_NS) {
+        u->worker_look_ns = now;
+        return true;
+    }
+    return false;
+}
+
 /* A wait's handover (rig_drive_handover: an auto wait on bulk runs,
  * wait.c, about to sleep): one look at the worker, then the thread's
  * standby ends and the thread is kicked, so that it watches the worker's
@@ -142,7 +171,7 @@ static void drive_handover(rig_ucx *u)
 {
     if (rig_trylock(&u->worker_lock, UCX_LOCK_WORKER)) {
         if (u->worker != NULL) {
-            (void)ucp_worker_progress(u->worker);
+            (void)look(u, true);
         }
         rig_unlock(&u->worker_lock, UCX_LOCK_WORKER);
     }
@@ -183,9 +212,10 @@ void rig_ucx_drive(void *arg)
                 : 1;
         u->drive_last_ns = now;
         u->moved = false;
+        bool worker = drive_worker(u, now);
         for (unsigned i = 0, idle = 0;
              i < DRIVE_MAX && !u->moved && idle < idle_max; i++) {
-            if (ucp_worker_progress(u->worker) == 0) {
+            if (look(u, worker) == 0) {
                 idle++;
             }
         }
@@ -222,7 +252,7 @@ static bool worker_pass(rig_ucx *u, bool standby, bool *armed, bool *busy)
     } else {
         rig_lock(&u->worker_lock, UCX_LOCK_WORKER);
     }
-    while (ucp_worker_progress(u->worker) != 0) {
+    while (look(u, true) != 0) {
         did = true;
     }
     *busy = atomic_load(&u->outstanding) != 0;
@@ -248,13 +278,18 @@ void rig_ucx_take_told(rig_ucx *u)
     }
 }
 
-/* Whether the thread's epoll reports the worker's fd. */
+/* Whether the thread's epoll reports the worker's fd (and the lanes'
+ * set, which a waiter's drive reads as it progresses the worker). */
 static void efd_watch(rig_ucx *u, bool on)
 {
-    struct epoll_event ev = {.events = on ? EPOLLIN : 0, .data.fd = u->efd};
-    if (epoll_ctl(u->epfd, EPOLL_CTL_MOD, u->efd, &ev) != 0) {
-        rig_log(RIG_LOG_WARN, "UCX progress: epoll_ctl failed: %s",
-                strerror(errno));
+    int fds[2] = {u->efd, u->lane_epfd};
+    int n = atomic_load(&u->lanes_watched) ? 2 : 1;
+    for (int i = 0; i < n; i++) {
+        struct epoll_event ev = {.events = on ? EPOLLIN : 0, .data.fd = fds[i]};
+        if (epoll_ctl(u->epfd, EPOLL_CTL_MOD, fds[i], &ev) != 0) {
+            rig_log(RIG_LOG_WARN, "UCX progress: epoll_ctl failed: %s",
+                    strerror(errno));
+        }
     }
 }
 
@@ -290,6 +325,7 @@ static void *progress_main(void *arg)
         if (rig_fail_progress(u)) {
             rig_ucx_eps_drop_left(u);
         }
+        rig_lanes_report(u);
         if (atomic_load(&u->handoff) != NULL) {
             rig_carrier_handoffs(u);
             active = rig_now_ns();
@@ -345,7 +381,7 @@ static void *progress_main(void *arg)
                 ssize_t r = read(u->eventfd, &v, sizeof(v));
                 (void)r;
                 active = rig_now_ns();
-            } else if (fd == u->efd) {
+            } else if (fd == u->efd || fd == u->lane_epfd) {
                 active = rig_now_ns();
             } else {
                 rig_ucx_take_told(u);

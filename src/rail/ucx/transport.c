@@ -13,7 +13,8 @@
  * interfaces as the worker opens them: the application's environment and
  * every other UCX context stay as they were.  A user's own UCX_* variable
  * for the same setting wins.  No remote atomics: across nodes a run is an
- * active message whose receiver raises its own `arrived` (carrier.c). */
+ * active message, or a frame on rig's own TCP lane (lane.c), whose
+ * receiver raises its own `arrived` (carrier.c). */
 #include "ucx_internal.h"
 
 #include <errno.h>
@@ -262,6 +263,7 @@ static void ucx_free(rig_ucx *u)
     free(u->ep_closed);
     free(u->index);
     rig_liveness_close(atomic_load(&u->links));
+    rig_lanes_close(u);
     if (u->epfd > 0) {
         close(u->epfd);
     }
@@ -317,6 +319,7 @@ static bool ucx_open(const rig_transport_params *p, rig_transport **out,
     u->freed_arg = p->freed_arg;
     u->epfd = -1;
     u->eventfd = -1;
+    u->lane_epfd = -1;
     u->wake_ms = -1;
     u->handshake = (rig_handshake){
         .ops = &rig_uend_handshake,
@@ -329,6 +332,8 @@ static bool ucx_open(const rig_transport_params *p, rig_transport **out,
     atomic_init(&u->handoff, NULL);
     atomic_init(&u->links, NULL);
     atomic_init(&u->net_path, false);
+    atomic_init(&u->lanes_watched, false);
+    atomic_init(&u->lanes_lost, false);
     atomic_init(&u->driven_ns, 0);
     pthread_mutex_init(&u->worker_lock, NULL);
     pthread_mutex_init(&u->list_lock, NULL);
@@ -350,6 +355,7 @@ static bool ucx_open(const rig_transport_params *p, rig_transport **out,
     }
     if (!keepalive_resolve(&u->keepalive_ms, err) ||
         !rig_liveness_setting(&u->peer_timeout_ms, err) ||
+        !rig_lane_setting(&u->lane_bytes, err) ||
         !context_make(size, u->keepalive_ms, &u->context, err) ||
         !worker_make(u->context, &u->worker, err) || !rig_fail_init(u, err) ||
         !rig_carrier_init(u, err)) {
@@ -458,14 +464,14 @@ static bool ucx_wire(rig_transport *t, const rig_transport_wiring *w,
     rig_liveness *links = NULL;
     char *why = NULL;
     if (rig_liveness_open(u->handshake.comm, u->rank, u->size, w->local,
-                          u->peer_timeout_ms, rig_ucx_link_lost, u, &links,
-                          ok ? err : &why)) {
+                          u->peer_timeout_ms, u->lane_bytes > 0,
+                          rig_ucx_link_lost, u, &links, ok ? err : &why)) {
         atomic_store(&u->links, links);
     } else {
         ok = false;
         free(why);
     }
-    return ok && rig_fail_watch(u, w, err);
+    return ok && rig_lanes_open(u, links, err) && rig_fail_watch(u, w, err);
 }
 
 /* An endpoint's error: inside ucp_worker_progress, under the worker lock.
@@ -566,6 +572,9 @@ void rig_ucx_eps_drop_left(rig_ucx *u)
          * (SIGSEGV in uct_tcp_iface_progress, 3 runs of about 25 of
          * cut_port_busy_h2, each at the link's return). */
         u->ep_closed[r] = true;
+        /* Its lane stays too (lane.c), but is not reported when it
+         * breaks. */
+        rig_lanes_drop(u, r);
     }
     rig_unlock(&u->worker_lock, UCX_LOCK_WORKER);
 }
@@ -639,6 +648,7 @@ static bool ucx_close(rig_transport *t, bool all)
     rig_liveness_close(atomic_exchange(&u->links, NULL));
     rig_lock(&u->list_lock, UCX_LOCK_LIST);
     rig_lock(&u->worker_lock, UCX_LOCK_WORKER);
+    rig_lanes_close(u); /* with the links: peers see both close */
     /* Endpoints first, which purges messages still in flight (their callbacks
      * find their ends alive), then the rkeys they used.  Forced closes:
      * peers close theirs at the same time and a flush would wait for them. */
@@ -732,10 +742,23 @@ static bool ucx_info(FILE *out, char **err)
             shm ? "plain stores into mapped ends (sysv/posix)"
                 : "one UCX active message a run (no shared-memory "
                   "transport)");
-    fprintf(out, "  other nodes:     one UCX active message a run; a TCP "
-                 "link per rank watched\n"
-                 "                   (RIG_PEER_TIMEOUT_MS: a silent rank is "
-                 "lost after it)\n");
+    uint64_t lane_bytes = 0;
+    if (!rig_lane_setting(&lane_bytes, err)) {
+        return false;
+    }
+    fprintf(out, "  other nodes:     a TCP link per rank watched "
+                 "(RIG_PEER_TIMEOUT_MS: a silent\n"
+                 "                   rank is lost after it); ");
+    if (lane_bytes > 0) {
+        fprintf(out,
+                "runs whose two copies fit in %llu\n"
+                "                   bytes (RIG_LANE_BYTES) over rig's own TCP "
+                "connection, larger\n"
+                "                   ones as one UCX active message a run\n",
+                (unsigned long long)lane_bytes);
+    } else {
+        fprintf(out, "one UCX active message a run\n");
+    }
 
     hwloc_topology_t topo;
     if (!topology_load(&topo, err)) {

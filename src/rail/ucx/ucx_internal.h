@@ -7,6 +7,7 @@
  *   progress.c   the progress thread
  *   end.c        ends: the pair protocol's steps, release, the list
  *   carrier.c    wake and carrying: mapped stores, run messages
+ *   lane.c       rig's own TCP connections for small runs across nodes
  *   failure.c    failing, watching peers, telling every rank
  *   memory.c     end memory (UCX-allocated, NUMA-bound, CUDA-registered)
  *   cuda.c       libcuda, loaded at run time
@@ -91,12 +92,12 @@ typedef struct {
                      * later when ready jumped: rig_carry_from) */
     uint64_t count; /* the last count carried: `arrived` once it landed */
     uint32_t seq;   /* the end's messages, numbered from 0 */
-    uint32_t pad;
+    uint32_t pad;   /* on a lane, the bytes that follow (lane.c) */
 } rig_run_hdr;
 
 /* A message of one wake on the network path: the transfers up to count
- * c, sent as one active message whose sources are iov. */
-typedef struct {
+ * c, sent as one active message or lane frame whose sources are iov. */
+typedef struct rig_batch {
     uint64_t c;
     unsigned pending; /* requests not completed yet */
     rig_uend *end;
@@ -104,6 +105,7 @@ typedef struct {
     ucp_dt_iov_t *iov; /* the sources: iov_inline, or malloc'd */
     size_t niov;
     ucp_dt_iov_t iov_inline[4];
+    struct rig_batch *lane_next; /* a lane's queue (lane.c) */
 } rig_batch;
 
 #define RIG_BATCHES 32
@@ -141,6 +143,7 @@ struct rig_uend {
     unsigned batch_head, batch_n;
     uint32_t tx_seq;    /* the next message's number */
     bool ring_full;     /* a wake found the ring full: carry on retire */
+    bool lane;          /* runs go over the peer's lane (lane.c), for good */
     uint64_t rx_next;   /* the first count of the next message */
     uint32_t rx_seq;    /* the next message to arrive */
     uint32_t rx_retire; /* the next message whose landing moves arrived */
@@ -250,6 +253,18 @@ struct rig_ucx {
      * its count without a further, empty progress call (a syscall).
      * Under the worker lock. */
     bool moved;
+    /* Lanes (lane.c): per rank, NULL when there are none; lane_at lists
+     * the lanes_n ranks that have one.  Worker lock. */
+    struct rig_lane *lanes;
+    int *lane_at;
+    int lanes_n;
+    int lane_epfd;             /* the lanes' epoll set, in epfd */
+    atomic_bool lanes_watched; /* lane_epfd is in epfd */
+    atomic_bool lanes_lost;    /* a lane broke: rig_lanes_report */
+    uint64_t lane_bytes;       /* RIG_LANE_BYTES */
+    bool am_net;               /* an end sends UCX run messages across
+                                * nodes (worker lock) */
+    uint64_t worker_look_ns;   /* a drive's last ucp_worker_progress */
     /* When the last drive began, and the run of drives (each within
      * DRIVE_SPIN_NS of the previous one) it belongs to (progress.c;
      * worker lock). */
@@ -342,6 +357,47 @@ void rig_uend_index_del(rig_uend *e);
 /* Tells e's peer that the job failed: its counts of this rail go to FAILED.
  * Worker lock held. */
 void rig_uend_fail_peer(rig_uend *e);
+
+/* Lands a run message (its header h, len bytes of data) that came as an
+ * eager active message or on a lane; drops it once the job failed.
+ * Worker lock held. */
+void rig_carrier_run_in(rig_ucx *u, const rig_run_hdr *h, const void *data,
+                        size_t len);
+/* A lane wrote b's frame whole (or gave it up): its `sent` moves.  Worker
+ * lock held. */
+void rig_carrier_lane_sent(rig_batch *b);
+
+/* ---- lane.c ------------------------------------------------------------- */
+
+typedef struct rig_lane rig_lane;
+
+/* RIG_LANE_BYTES: the most bytes two runs of an end may hold to go over
+ * its peer's lane (0: no lanes).  "invalid:" when above 16 MiB. */
+bool rig_lane_setting(uint64_t *bytes, char **err);
+/* Takes the data connections links made (wire) as the lanes, watched by
+ * the progress thread from then on.  No lock held. */
+bool rig_lanes_open(rig_ucx *u, rig_liveness *links, char **err);
+/* Closes every lane; no other thread uses the transport any more. */
+void rig_lanes_close(rig_ucx *u);
+/* Whether runs of the transfers t[0..n) between e and its peer go over a
+ * lane: there is one, and two such runs fit RIG_LANE_BYTES.  Worker lock
+ * held. */
+bool rig_lane_fits(const rig_uend *e, const rig_transfer *t, size_t n);
+/* Writes b's frame (its header and pieces) on the lane to peer: true
+ * when it needs no more (written, or the lane is lost and the job
+ * fails), false when it waits in the lane's queue (then
+ * rig_carrier_lane_sent follows).  Worker lock held. */
+bool rig_lane_send(rig_ucx *u, int peer, rig_batch *b);
+/* Writes what waits and lands what came, on every lane: the frames moved.
+ * Worker lock held. */
+unsigned rig_lanes_poll(rig_ucx *u);
+/* A rank left the job: its lane's loss is not reported.  Worker lock
+ * held. */
+void rig_lanes_drop(rig_ucx *u, int peer);
+/* Tells the transport of lanes that broke (rig_ucx_link_lost) while the
+ * job still stands a bound (RIG_PEER_TIMEOUT_MS) later.  The progress
+ * thread, no lock held. */
+void rig_lanes_report(rig_ucx *u);
 
 /* ---- failure.c ---------------------------------------------------------- */
 
