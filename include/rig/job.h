@@ -122,7 +122,7 @@
  *                   peers are watched through their process (a pidfd)
  *   RIG_PEER_TIMEOUT_MS 500: a rank on another node silent this long is
  *                   lost (rig's own TCP link to it; 0: not watched)
- *   RIG_LANE_BYTES  32768: runs to a rank on another node whose two
+ *   RIG_LANE_BYTES  1048576: runs to a rank on another node whose two
  *                   copies fit go over rig's own TCP connection to it (a
  *                   plain recv finds them), larger ones as UCX active
  *                   messages; 0: UCX for every run

@@ -34,7 +34,7 @@ static const rig_setting settings[] = {
      "peer-failure keepalive of ranks on other nodes (ms)"},
     {"RIG_PEER_TIMEOUT_MS", "500",
      "a rank on another node silent this long is lost (ms; 0: not watched)"},
-    {"RIG_LANE_BYTES", "32768",
+    {"RIG_LANE_BYTES", "1048576",
      "runs across nodes whose 2 copies fit go over rig's own TCP "
      "connection (0: UCX)"},
     {"RIG_UCX_TLS", "$UCX_TLS",

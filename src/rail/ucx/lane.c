@@ -14,7 +14,13 @@
  * 1.08x that.  So a run whose two copies fit in RIG_LANE_BYTES goes as
  * one write on a connection of rig's own, and a waiter's drive reads it
  * with a recv.  Larger runs stay on UCX's active messages, whose
- * fragments and large segment carry them (transport.c).
+ * fragments and large segment carry them (transport.c), and whose waits
+ * from 1 MiB on sleep while the progress thread carries (wait.c).  The
+ * default bound, 1 MiB (runs up to 512 KiB), came from rig_osu_bw across
+ * 2 simulated hosts, 3 interleaved runs each, rig over MPI's best: with
+ * runs up to 16 KiB on lanes, 128 KiB 1.21-1.47x and 256 KiB 0.99-1.02x;
+ * with every run up to 2 MiB on lanes, 1.18-2.03x and 1.04-1.11x; 1 and
+ * 2 MiB alike either way (1.08-1.23x).
  *
  * The connections are made with the links that watch a silent peer
  * (../base/liveness.h: a second connection per pair of ranks, made and
@@ -56,8 +62,10 @@
 #include <unistd.h>
 
 /* RIG_LANE_BYTES: its default and its largest value. */
-#define LANE_BYTES_DEFAULT 32768u
+#define LANE_BYTES_DEFAULT 1048576u
 #define LANE_BYTES_MAX (16u << 20)
+/* A lane's receive buffer at first. */
+#define RX_FIRST 65536u
 /* The most iovec entries of one sendmsg (a frame with more goes in
  * several). */
 #define FRAME_IOV 64
@@ -125,7 +133,8 @@ bool rig_lanes_open(rig_ucx *u, rig_liveness *links, char **err)
         if (l[r].fd < 0) {
             continue;
         }
-        l[r].rx_cap = 2 * (size_t)u->lane_bytes + sizeof(rig_run_hdr);
+        /* Grown to the largest frame that comes (frames_take). */
+        l[r].rx_cap = RX_FIRST + sizeof(rig_run_hdr);
         l[r].rx = malloc(l[r].rx_cap);
         struct epoll_event ev = {.events = EPOLLIN, .data.u32 = (uint32_t)r};
         if (l[r].rx == NULL) {
