@@ -155,6 +155,18 @@ static bool o_env_keepalive(rig_job *j, char **e)
     return open_with(NULL, "RIG_KEEPALIVE_MS", "0", e);
 }
 
+static bool o_env_lane(rig_job *j, char **e)
+{
+    (void)j;
+    return open_with(NULL, "RIG_LANE_BYTES", "33554432", e);
+}
+
+static bool o_env_lane_word(rig_job *j, char **e)
+{
+    (void)j;
+    return open_with(NULL, "RIG_LANE_BYTES", "big", e);
+}
+
 static const bad_case open_collective[] = {
     {"open options numa 7", o_numa, "invalid: ", "numa"},
     {"open options shm_stores -1", o_shm, "invalid: ", "shm_stores"},
@@ -165,6 +177,8 @@ static const bad_case open_collective[] = {
     {"open RIG_SHM_STORES=never", o_env_shm, "invalid: ", "RIG_SHM_STORES"},
     {"open RIG_KEEPALIVE_MS=0", o_env_keepalive,
      "invalid: ", "RIG_KEEPALIVE_MS"},
+    {"open RIG_LANE_BYTES=32 MiB", o_env_lane, "invalid: ", "RIG_LANE_BYTES"},
+    {"open RIG_LANE_BYTES=big", o_env_lane_word, "invalid: ", "RIG_LANE_BYTES"},
 };
 
 /* Only the last rank's environment is bad: it refuses with its reason,

@@ -162,6 +162,20 @@ bool rig_env_u64(const char *name, uint64_t dflt, uint64_t *out, char **err)
     return true;
 }
 
+bool rig_env_u64_in(const char *name, uint64_t dflt, uint64_t lo, uint64_t hi,
+                    const char *hint, uint64_t *out, char **err)
+{
+    if (!rig_env_u64(name, dflt, out, err)) {
+        return false;
+    }
+    if (*out < lo || *out > hi) {
+        return rig_err(err, "invalid: %s=%llu is not in [%llu, %llu] (%s)",
+                       name, (unsigned long long)*out, (unsigned long long)lo,
+                       (unsigned long long)hi, hint);
+    }
+    return true;
+}
+
 uint64_t rig_now_ns(void)
 {
     struct timespec ts;

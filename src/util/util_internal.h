@@ -55,6 +55,10 @@ const char *rig_env_str(const char *name, const char *dflt);
 /* Parses an unsigned integer setting; false with "invalid: RIG_NAME=..."
  * when set but malformed. */
 bool rig_env_u64(const char *name, uint64_t dflt, uint64_t *out, char **err);
+/* rig_env_u64 within [lo, hi]: "invalid: RIG_NAME=V is not in [lo, hi]"
+ * and the hint, when outside. */
+bool rig_env_u64_in(const char *name, uint64_t dflt, uint64_t lo, uint64_t hi,
+                    const char *hint, uint64_t *out, char **err);
 
 /* Monotonic clock in nanoseconds. */
 uint64_t rig_now_ns(void);

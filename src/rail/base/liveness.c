@@ -76,16 +76,9 @@ enum { KIND_LINK = 0, KIND_DATA = 1 };
 
 bool rig_liveness_setting(uint64_t *bound_ms, char **err)
 {
-    if (!rig_env_u64("RIG_PEER_TIMEOUT_MS", 500, bound_ms, err)) {
-        return false;
-    }
-    if (*bound_ms > BOUND_MAX_MS) {
-        return rig_err(err,
-                       "invalid: RIG_PEER_TIMEOUT_MS=%llu is above %u (an "
-                       "hour; 0 turns the links off)",
-                       (unsigned long long)*bound_ms, BOUND_MAX_MS);
-    }
-    return true;
+    return rig_env_u64_in("RIG_PEER_TIMEOUT_MS", 500, 0, BOUND_MAX_MS,
+                          "at most an hour; 0 turns the links off", bound_ms,
+                          err);
 }
 
 /* ---- this rank's card -----------------------------------------------------

@@ -86,16 +86,10 @@ struct rig_lane {
 
 bool rig_lane_setting(uint64_t *bytes, char **err)
 {
-    if (!rig_env_u64("RIG_LANE_BYTES", LANE_BYTES_DEFAULT, bytes, err)) {
-        return false;
-    }
-    if (*bytes > LANE_BYTES_MAX) {
-        return rig_err(err,
-                       "invalid: RIG_LANE_BYTES=%llu is above %u (0 sends "
-                       "every run across nodes as a UCX message)",
-                       (unsigned long long)*bytes, LANE_BYTES_MAX);
-    }
-    return true;
+    return rig_env_u64_in("RIG_LANE_BYTES", LANE_BYTES_DEFAULT, 0,
+                          LANE_BYTES_MAX,
+                          "0 sends every run across nodes as a UCX message",
+                          bytes, err);
 }
 
 static void lane_epoll(rig_ucx *u, rig_lane *ln, int op)

@@ -33,16 +33,8 @@ const char *rig_ucs_str(ucs_status_t st)
 /* RIG_KEEPALIVE_MS, the transport's own setting. */
 static bool keepalive_resolve(uint64_t *out, char **err)
 {
-    if (!rig_env_u64("RIG_KEEPALIVE_MS", 500, out, err)) {
-        return false;
-    }
-    if (*out == 0 || *out > 3600000) {
-        return rig_err(err,
-                       "invalid: RIG_KEEPALIVE_MS=%llu is not in [1, "
-                       "3600000]",
-                       (unsigned long long)*out);
-    }
-    return true;
+    return rig_env_u64_in("RIG_KEEPALIVE_MS", 500, 1, 3600000,
+                          "milliseconds, at most an hour", out, err);
 }
 
 /* The UCX_TLS in force on rig's context: RIG_UCX_TLS when set, else
