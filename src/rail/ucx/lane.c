@@ -86,10 +86,9 @@ struct rig_lane {
 
 bool rig_lane_setting(uint64_t *bytes, char **err)
 {
-    return rig_env_u64_in("RIG_LANE_BYTES", LANE_BYTES_DEFAULT, 0,
-                          LANE_BYTES_MAX,
-                          "0 sends every run across nodes as a UCX message",
-                          bytes, err);
+    return rig_env_u64_in(
+        "RIG_LANE_BYTES", LANE_BYTES_DEFAULT, 0, LANE_BYTES_MAX,
+        "0 sends every run across nodes as a UCX message", bytes, err);
 }
 
 static void lane_epoll(rig_ucx *u, rig_lane *ln, int op)
