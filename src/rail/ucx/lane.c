@@ -48,6 +48,10 @@
  * message.  Every end sends on one path for its whole life (carrier.c),
  * and one connection keeps its frames in order.
  *
+ * Every rank reads its lanes, whatever its own RIG_LANE_BYTES, which
+ * only says what it sends: a job whose ranks were given different
+ * values still lands every run.
+ *
  * Locks: everything here runs under the worker lock, except
  * rig_lanes_report (the progress thread, no lock held) and rig_lanes_close
  * (the close, with no other thread left). */
@@ -103,7 +107,7 @@ static void lane_epoll(rig_ucx *u, rig_lane *ln, int op)
 
 bool rig_lanes_open(rig_ucx *u, rig_liveness *links, char **err)
 {
-    if (u->lane_bytes == 0 || links == NULL) {
+    if (links == NULL) {
         return true;
     }
     rig_lane *l = calloc((size_t)u->size, sizeof(*l));
@@ -181,7 +185,7 @@ void rig_lanes_close(rig_ucx *u)
 bool rig_lane_fits(const rig_uend *e, const rig_transfer *t, size_t n)
 {
     const rig_ucx *u = e->ucx;
-    if (u->lanes == NULL || u->lanes[e->peer].fd < 0) {
+    if (u->lane_bytes == 0 || u->lanes == NULL || u->lanes[e->peer].fd < 0) {
         return false;
     }
     /* A message carries at most two runs (rig_carry_from). */

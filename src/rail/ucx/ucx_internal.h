@@ -374,8 +374,9 @@ typedef struct rig_lane rig_lane;
 /* RIG_LANE_BYTES: the most bytes two runs of an end may hold to go over
  * its peer's lane (0: no lanes).  "invalid:" when above 16 MiB. */
 bool rig_lane_setting(uint64_t *bytes, char **err);
-/* Takes the data connections links made (wire) as the lanes, watched by
- * the progress thread from then on.  No lock held. */
+/* Takes the data connections links made (wire) as the lanes, read
+ * (whatever RIG_LANE_BYTES says: it governs sending) and watched by the
+ * progress thread from then on.  No lock held. */
 bool rig_lanes_open(rig_ucx *u, rig_liveness *links, char **err);
 /* Closes every lane; no other thread uses the transport any more. */
 void rig_lanes_close(rig_ucx *u);
