@@ -127,21 +127,6 @@ static bool o_transport(rig_job *j, char **e)
     o.transport = "carrier-pigeon";
     return open_with(&o, NULL, NULL, e);
 }
-static bool o_env_transport(rig_job *j, char **e)
-{
-    (void)j;
-    return open_with(NULL, "RIG_TRANSPORT", "smoke", e);
-}
-static bool o_env_numa(rig_job *j, char **e)
-{
-    (void)j;
-    return open_with(NULL, "RIG_NUMA", "maybe", e);
-}
-static bool o_env_cuda(rig_job *j, char **e)
-{
-    (void)j;
-    return open_with(NULL, "RIG_CUDA", "2", e);
-}
 static bool o_env_shm(rig_job *j, char **e)
 {
     (void)j;
@@ -149,37 +134,38 @@ static bool o_env_shm(rig_job *j, char **e)
                ? open_with(NULL, "RIG_SHM_STORES", "never", e)
                : true;
 }
-static bool o_env_keepalive(rig_job *j, char **e)
-{
-    (void)j;
-    return open_with(NULL, "RIG_KEEPALIVE_MS", "0", e);
-}
-
-static bool o_env_lane(rig_job *j, char **e)
-{
-    (void)j;
-    return open_with(NULL, "RIG_LANE_BYTES", "33554432", e);
-}
-
-static bool o_env_lane_word(rig_job *j, char **e)
-{
-    (void)j;
-    return open_with(NULL, "RIG_LANE_BYTES", "big", e);
-}
-
 static const bad_case open_collective[] = {
     {"open options numa 7", o_numa, "invalid: ", "numa"},
     {"open options shm_stores -1", o_shm, "invalid: ", "shm_stores"},
     {"open options transport", o_transport, "invalid: ", "transport"},
-    {"open RIG_TRANSPORT=smoke", o_env_transport, "invalid: ", "RIG_TRANSPORT"},
-    {"open RIG_NUMA=maybe", o_env_numa, "invalid: ", "RIG_NUMA"},
-    {"open RIG_CUDA=2", o_env_cuda, "invalid: ", "RIG_CUDA"},
     {"open RIG_SHM_STORES=never", o_env_shm, "invalid: ", "RIG_SHM_STORES"},
-    {"open RIG_KEEPALIVE_MS=0", o_env_keepalive,
-     "invalid: ", "RIG_KEEPALIVE_MS"},
-    {"open RIG_LANE_BYTES=32 MiB", o_env_lane, "invalid: ", "RIG_LANE_BYTES"},
-    {"open RIG_LANE_BYTES=big", o_env_lane_word, "invalid: ", "RIG_LANE_BYTES"},
 };
+
+/* Bad settings in every rank's environment: rig_job_open refuses each
+ * with "invalid:" naming the variable. */
+static const struct {
+    const char *var, *value;
+} open_env[] = {
+    {"RIG_TRANSPORT", "smoke"},
+    {"RIG_NUMA", "maybe"},
+    {"RIG_CUDA", "2"},
+    {"RIG_KEEPALIVE_MS", "0"},
+    {"RIG_LANE_BYTES", "33554432"},
+    {"RIG_LANE_BYTES", "big"},
+};
+
+static void run_env(void)
+{
+    for (size_t i = 0; i < NCASES(open_env); i++) {
+        char name[96];
+        snprintf(name, sizeof(name), "open %s=%s", open_env[i].var,
+                 open_env[i].value);
+        char *err = NULL;
+        bool ok = open_with(NULL, open_env[i].var, open_env[i].value, &err);
+        check(name, ok, err, "invalid: ", open_env[i].var);
+        T_ASSERT(!open_with(NULL, open_env[i].var, open_env[i].value, NULL));
+    }
+}
 
 /* Only the last rank's environment is bad: it refuses with its reason,
  * the others -- whose transports opened -- with "failed:" naming it, and
@@ -493,6 +479,7 @@ int main(int argc, char **argv)
     }
     run(open_local, NCASES(open_local), NULL);
     run(open_collective, NCASES(open_collective), NULL);
+    run_env();
     open_one_bad();
 
     rig_job *job = NULL;
@@ -517,7 +504,8 @@ int main(int argc, char **argv)
     if (t_rank == 0) {
         printf("bad input cases: %zu open, %zu rail and accessors, %zu "
                "lists\n",
-               NCASES(open_local) + NCASES(open_collective) + 1,
+               NCASES(open_local) + NCASES(open_collective) + NCASES(open_env) +
+                   1,
                NCASES(rail_local), NCASES(lists));
     }
     MPI_Finalize();
