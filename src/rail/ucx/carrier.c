@@ -599,7 +599,43 @@ static bool tx_pieces(rig_uend *e, rig_batch *b, uint64_t from, uint64_t ready,
     return true;
 }
 
-/* Sends counts carried+1..ready as one message; worker lock held. */
+/* Sends b as one UCX active message: true while it is in flight (send_done
+ * follows), false once UCX took it whole or refused it (the job then
+ * fails).  Worker lock held. */
+static bool am_send(rig_uend *e, rig_batch *b)
+{
+    ucp_request_param_t p = {
+        .op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK |
+                        UCP_OP_ATTR_FIELD_USER_DATA |
+                        UCP_OP_ATTR_FIELD_DATATYPE | UCP_OP_ATTR_FIELD_FLAGS,
+        .cb.send = send_done,
+        .user_data = b,
+        .datatype = ucp_dt_make_iov(),
+        /* Eager at every size: see the file's comment. */
+        .flags = UCP_AM_SEND_FLAG_EAGER,
+    };
+    /* One piece goes as contiguous bytes: UCX tries its short protocol
+     * (no request, the header and bytes copied into one send) only then,
+     * which a ping-pong's 8 B runs take. */
+    const void *buf = b->iov;
+    size_t count = b->niov;
+    if (b->niov == 1) {
+        p.datatype = ucp_dt_make_contig(1);
+        buf = b->iov[0].buffer;
+        count = b->iov[0].length;
+    }
+    ucs_status_ptr_t r = ucp_am_send_nbx(e->ep, RIG_AM_RUN, &b->hdr,
+                                         sizeof(b->hdr), buf, count, &p);
+    if (UCS_PTR_IS_ERR(r)) {
+        rig_ucx_fail_later(e->ucx,
+                           "failed: ucp_am_send_nbx to rank %d failed: %s",
+                           e->peer, rig_ucs_str(UCS_PTR_STATUS(r)));
+    }
+    return UCS_PTR_IS_PTR(r);
+}
+
+/* Sends counts carried+1..ready as one message, on the end's lane or as
+ * a UCX active message; worker lock held. */
 static void send_run(rig_uend *e, uint64_t ready)
 {
     rig_ucx *u = e->ucx;
@@ -626,57 +662,18 @@ static void send_run(rig_uend *e, uint64_t ready)
         .seq = e->tx_seq,
     };
     e->batch_n++;
-    if (e->lane) {
-        e->tx_seq++;
-        e->next_run = run;
-        e->next_j = j;
-        e->carried = ready;
-        if (rig_lane_send(u, e->peer, b)) {
-            batches_retire(e);
-        } else {
-            b->pending = 1;
-            if (atomic_fetch_add(&u->outstanding, 1) == 0) {
-                rig_ucx_kick(u); /* the progress thread may be asleep */
-            }
-        }
-        return;
-    }
-    ucp_request_param_t p = {
-        .op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK |
-                        UCP_OP_ATTR_FIELD_USER_DATA |
-                        UCP_OP_ATTR_FIELD_DATATYPE | UCP_OP_ATTR_FIELD_FLAGS,
-        .cb.send = send_done,
-        .user_data = b,
-        .datatype = ucp_dt_make_iov(),
-        /* Eager at every size: see the file's comment. */
-        .flags = UCP_AM_SEND_FLAG_EAGER,
-    };
-    /* One piece goes as contiguous bytes: UCX tries its short protocol
-     * (no request, the header and bytes copied into one send) only then,
-     * which a ping-pong's 8 B runs take. */
-    const void *buf = b->iov;
-    size_t count = b->niov;
-    if (b->niov == 1) {
-        p.datatype = ucp_dt_make_contig(1);
-        buf = b->iov[0].buffer;
-        count = b->iov[0].length;
-    }
-    ucs_status_ptr_t r = ucp_am_send_nbx(e->ep, RIG_AM_RUN, &b->hdr,
-                                         sizeof(b->hdr), buf, count, &p);
+    bool in_flight = e->lane ? !rig_lane_send(u, e->peer, b) : am_send(e, b);
     e->tx_seq++;
     e->next_run = run;
     e->next_j = j;
     e->carried = ready;
-    if (UCS_PTR_IS_ERR(r)) {
-        rig_ucx_fail_later(u, "failed: ucp_am_send_nbx to rank %d failed: %s",
-                           e->peer, rig_ucs_str(UCS_PTR_STATUS(r)));
-    } else if (r != NULL) {
-        b->pending = 1;
-    }
-    if (b->pending == 0) {
+    if (!in_flight) {
         batches_retire(e);
-    } else if (atomic_fetch_add(&u->outstanding, 1) == 0) {
-        rig_ucx_kick(u); /* the progress thread may be asleep */
+    } else {
+        b->pending = 1;
+        if (atomic_fetch_add(&u->outstanding, 1) == 0) {
+            rig_ucx_kick(u); /* the progress thread may be asleep */
+        }
     }
 }
 
