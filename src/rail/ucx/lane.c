@@ -241,12 +241,14 @@ void rig_lanes_report(rig_ucx *u)
         return;
     }
     bool waiting = false;
-    for (int r = 0; r < u->size; r++) {
+    /* lanes_n and lane_at are set once at wire, before any lane breaks. */
+    for (int i = 0; i < u->lanes_n; i++) {
+        int r = u->lane_at[i];
         rig_lock(&u->worker_lock, UCX_LOCK_WORKER);
-        rig_lane *ln = u->lanes != NULL ? &u->lanes[r] : NULL;
+        rig_lane *ln = &u->lanes[r];
         bool tell = false;
         int e = 0;
-        if (ln != NULL && ln->broken && !ln->reported) {
+        if (ln->broken && !ln->reported) {
             if (rig_failure_failed(&u->fail)) {
                 ln->reported = true; /* the job failed: said already */
             } else if (rig_now_ns() - ln->lost_ns >=
