@@ -70,9 +70,9 @@ typedef struct {
     uint64_t nonce;
 } greeting;
 
-/* The connections of a pair: the link this file watches, and (when asked)
- * one for the transport's data. */
-enum { KIND_LINK = 0, KIND_DATA = 1 };
+/* The connections of a pair: the link this file watches, and one for the
+ * transport's data. */
+enum { KIND_LINK = 0, KIND_DATA = 1, KINDS = 2 };
 
 bool rig_liveness_setting(uint64_t *bound_ms, char **err)
 {
@@ -174,9 +174,8 @@ typedef struct {
     pending *p;
     size_t np, cap;
     int listener;
-    uint32_t kinds; /* connections a pair makes: 1, or 2 with data */
-    int need;       /* connections still to make */
-    char *why;      /* the first reason a peer could not be reached */
+    int need;  /* connections still to make */
+    char *why; /* the first reason a peer could not be reached */
     int why_peer;
 } setup;
 
@@ -187,8 +186,7 @@ static bool linked(const setup *s, int r, uint32_t kind)
 
 static bool linked_all(const setup *s, int r)
 {
-    return linked(s, r, KIND_LINK) &&
-           (s->kinds == 1 || linked(s, r, KIND_DATA));
+    return linked(s, r, KIND_LINK) && linked(s, r, KIND_DATA);
 }
 
 /* Whether this rank links with r: both on, on different nodes. */
@@ -273,7 +271,40 @@ static void adopt(setup *s, size_t i, int peer)
     }
 }
 
-/* Starts a connection to every address of every lower rank we link with. */
+/* Starts one connection of kind to address k of rank r (card c); false
+ * only without memory (an address that fails at once is skipped: others
+ * may work). */
+static bool connect_one(setup *s, int r, const card *c, uint16_t k,
+                        uint32_t kind)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        note_why(s, r, "socket failed: %s", strerror(errno));
+        return true;
+    }
+    struct sockaddr_in a = {.sin_family = AF_INET,
+                            .sin_port = c->port,
+                            .sin_addr.s_addr = c->addr[k]};
+    int rc = connect(fd, (struct sockaddr *)&a, sizeof(a));
+    if (rc != 0 && errno != EINPROGRESS) {
+        close(fd);
+        return true;
+    }
+    pending p = {.fd = fd,
+                 .peer = r,
+                 .addr = c->addr[k],
+                 .out = true,
+                 .connecting = rc != 0,
+                 .kind = kind};
+    if (!pending_add(s, p)) {
+        close(fd);
+        return false;
+    }
+    return true;
+}
+
+/* Starts a connection of each kind to every address of every lower rank
+ * we link with. */
 static bool connect_all(setup *s, const bool *local)
 {
     rig_liveness *l = s->l;
@@ -286,34 +317,11 @@ static bool connect_all(setup *s, const bool *local)
             note_why(s, r, "rank %d has no IPv4 address", r);
             continue;
         }
-        for (uint32_t n = 0; n < s->kinds * c->naddr; n++) {
-            uint16_t k = (uint16_t)(n % c->naddr);
-            if (k >= ADDRS_MAX) {
-                continue;
-            }
-            int fd =
-                socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-            if (fd < 0) {
-                note_why(s, r, "socket failed: %s", strerror(errno));
-                continue;
-            }
-            struct sockaddr_in a = {.sin_family = AF_INET,
-                                    .sin_port = c->port,
-                                    .sin_addr.s_addr = c->addr[k]};
-            int rc = connect(fd, (struct sockaddr *)&a, sizeof(a));
-            if (rc != 0 && errno != EINPROGRESS) {
-                close(fd);
-                continue; /* other addresses may work */
-            }
-            pending p = {.fd = fd,
-                         .peer = r,
-                         .addr = c->addr[k],
-                         .out = true,
-                         .connecting = rc != 0,
-                         .kind = n / c->naddr};
-            if (!pending_add(s, p)) {
-                close(fd);
-                return false;
+        for (uint32_t kind = 0; kind < KINDS; kind++) {
+            for (uint16_t k = 0; k < c->naddr && k < ADDRS_MAX; k++) {
+                if (!connect_one(s, r, c, k, kind)) {
+                    return false;
+                }
             }
         }
     }
@@ -406,7 +414,7 @@ static bool step_in(setup *s, size_t i, short revents, const bool *local)
     int from = (int)g->from;
     bool ok = g->magic == GREET_MAGIC && g->nonce == s->nonce &&
               g->to == (uint32_t)l->rank && from > l->rank && from < l->size &&
-              g->kind < s->kinds && wants(s, local, from) &&
+              g->kind < KINDS && wants(s, local, from) &&
               !linked(s, from, g->kind);
     greeting a = {.magic = GREET_MAGIC,
                   .from = (uint32_t)l->rank,
@@ -733,8 +741,8 @@ void rig_liveness_close(rig_liveness *l)
 }
 
 bool rig_liveness_open(MPI_Comm comm, int rank, int size, const bool *local,
-                       uint64_t bound_ms, bool data, rig_liveness_lost_fn lost,
-                       void *arg, rig_liveness **out, char **err)
+                       uint64_t bound_ms, rig_liveness_lost_fn lost, void *arg,
+                       rig_liveness **out, char **err)
 {
     rig_liveness *l = calloc(1, sizeof(*l));
     if (l != NULL) {
@@ -782,11 +790,7 @@ bool rig_liveness_open(MPI_Comm comm, int rank, int size, const bool *local,
                       cards != NULL ? (void *)cards : (void *)&dummy,
                       cards != NULL ? (int)sizeof(mine) : 0, MPI_BYTE, comm);
     bool ok = false;
-    setup s = {.l = l,
-               .cards = cards,
-               .listener = listener,
-               .kinds = data ? 2 : 1,
-               .why_peer = -1};
+    setup s = {.l = l, .cards = cards, .listener = listener, .why_peer = -1};
     if (!fine) {
         rig_err(err, "nomem: link tables for %d ranks", size);
         goto out;
@@ -814,7 +818,7 @@ bool rig_liveness_open(MPI_Comm comm, int rank, int size, const bool *local,
             rig_err(err, "failed: rank %d could not listen for its links", r);
             goto out;
         }
-        s.need += wants(&s, local, r) ? (int)s.kinds : 0;
+        s.need += wants(&s, local, r) ? KINDS : 0;
     }
     if (!links_make(&s, local)) {
         rig_err(err, "nomem: making the links of rank %d", rank);

@@ -25,8 +25,8 @@
  * still acknowledges, so the link holds -- unlike a heartbeat that the
  * peer's process must answer.
  *
- * The transport may ask for a second connection per pair, made the same
- * way, for its own bytes (the UCX transport's lanes, ../ucx/lane.c).
+ * Each pair also gets a second connection, made the same way, for the
+ * transport's own bytes (the UCX transport's lanes, ../ucx/lane.c).
  *
  * A thread of its own watches the links (epoll on them, the heartbeat on
  * time), so that nothing the transport does -- a long progress call, a
@@ -72,17 +72,17 @@ typedef void (*rig_liveness_lost_fn)(void *arg, int r, const char *how,
 /* Makes this rank's links to every rank not on its node (local[r] false)
  * and starts their thread, which calls lost(arg, r, why) when the link to
  * r is lost; collective over comm (rank and size are this rank's and
- * comm's).  With data, each such pair also makes a second connection,
- * made and checked as the link is (TCP_NODELAY, the bound as
- * TCP_USER_TIMEOUT), for the transport's own bytes: this file never
- * reads or watches it; rig_liveness_take_data hands it over.  With
+ * comm's).  Each such pair also makes a second connection, made and
+ * checked as the link is (TCP_NODELAY, the bound as TCP_USER_TIMEOUT),
+ * for the transport's own bytes: this file never reads or watches it;
+ * rig_liveness_take_data hands it over (and _close closes it if not).  With
  * bound_ms 0 no connection is made, but the call is still collective.
  * Errors: "system:" naming the rank that could not be reached and why (or
  * the call that failed), "failed:" for a peer that could not take part,
  * "nomem:".  *out is set only on success. */
 bool rig_liveness_open(MPI_Comm comm, int rank, int size, const bool *local,
-                       uint64_t bound_ms, bool data, rig_liveness_lost_fn lost,
-                       void *arg, rig_liveness **out, char **err);
+                       uint64_t bound_ms, rig_liveness_lost_fn lost, void *arg,
+                       rig_liveness **out, char **err);
 
 /* The number of links (ranks on other nodes watched). */
 int rig_liveness_count(const rig_liveness *l);

@@ -456,8 +456,8 @@ static bool ucx_wire(rig_transport *t, const rig_transport_wiring *w,
     rig_liveness *links = NULL;
     char *why = NULL;
     if (rig_liveness_open(u->handshake.comm, u->rank, u->size, w->local,
-                          u->peer_timeout_ms, true, rig_ucx_link_lost, u,
-                          &links, ok ? err : &why)) {
+                          u->peer_timeout_ms, rig_ucx_link_lost, u, &links,
+                          ok ? err : &why)) {
         atomic_store(&u->links, links);
     } else {
         ok = false;
