@@ -1,14 +1,21 @@
 # SPDX-License-Identifier: BSD-3-Clause
 # shellcheck shell=bash
-# The results files' "## Machine" section, one copy for both modes of the
-# benchmarks (sourced by run.sh and multihost.sh; installed beside
-# rig_osu_run).
+# What both modes of the benchmarks share, one copy (sourced by run.sh and
+# multihost.sh; installed beside rig_osu_run):
 #
 #   rig_machine RIG_INFO [LINE...]
 #
-# prints the section in Markdown: the CPUs, memory, kernel, MPI and UCX
-# of this machine, each LINE given (what a mode adds: the link of the
-# simulated hosts), then what RIG_INFO (the rig_info program) prints.
+# prints the results files' "## Machine" section in Markdown: the CPUs,
+# memory, kernel, MPI and UCX of this machine, each LINE given (what a
+# mode adds: the link of the simulated hosts), then what RIG_INFO (the
+# rig_info program) prints;
+#
+#   paired FILE KEY COLUMN
+#
+# prints, from a table's "# paired" rows (a benchmark run in rounds),
+# rig's value over COLUMN's in the same round, the median over the
+# rounds, in row KEY; nothing when the table has no such rows (one
+# round) or no such row or column.
 
 rig_machine() {
     local info=$1
@@ -32,4 +39,13 @@ rig_machine() {
     echo '```'
     "$info" 2>&1 || true
     echo '```'
+}
+
+paired() {
+    awk -v key="$2" -v col="$3" '
+        $1 == "#" && $2 == "paired" && ($3 == "Size" || $3 == "Grid") {
+            ci = 0
+            for (i = 4; i <= NF; i++) if ($i == col) ci = i
+            next }
+        $1 == "#" && $2 == "paired" && $3 == key && ci > 0 { print $ci; exit }' "$1"
 }

@@ -203,16 +203,6 @@ value() {
             next }
         ci > 0 && $1 == key { print $ci; exit }' "$1"
 }
-# paired FILE KEY COLUMN: rig's value over COLUMN's in the same round,
-# the median over the rounds (the "# paired" table; "-" without one).
-paired() {
-    awk -v key="$2" -v col="$3" '
-        /^# paired (Size|Grid) / { ci = 0
-            for (i = 4; i <= NF; i++) if ($i == col) ci = i - 1
-            next }
-        ci > 0 && $1 == "#" && $2 == "paired" && $3 == key { print $(ci + 1); found = 1; exit }
-        END { if (!found) print "-" }' "$1"
-}
 # best FILE KEY min|max COL...: the best value among the columns.
 best() {
     local f=$1 key=$2 mode=$3 v out=""
@@ -234,6 +224,16 @@ holds() { awk -v v="$1" -v op="$2" -v lim="$3" 'BEGIN {
     print ok ? "holds" : "**does not hold**" }'; }
 # lowest V...: the smallest of the numbers given ("-" when none).
 lowest() { printf '%s\n' "$@" | grep -E '^[0-9.]+$' | sort -g | head -n1 | grep . || echo -; }
+# vs FILE KEY COLUMN: rig over COLUMN at KEY, paired by round (machine.sh's
+# paired); with one round, which has no paired rows, the ratio of the two
+# values, the same thing.
+vs() {
+    local p
+    p=$(paired "$1" "$2" "$3")
+    echo "${p:-$(ratio "$(value "$1" "$2" rig)" "$(value "$1" "$2" "$3")")}"
+}
+# vs_mpi FILE KEY: rig against MPI's best, its lowest vs any MPI method.
+vs_mpi() { lowest "$(vs "$1" "$2" mpi)" "$(vs "$1" "$2" persistent)" "$(vs "$1" "$2" put)"; }
 
 lat=$tmp/latency.txt
 bw=$tmp/bw.txt
@@ -243,27 +243,26 @@ mpi8=$(value "$lat" 8 mpi)
 # ratio too): the VM's speed drifts between rounds, and medians taken
 # from different rounds compare different machines.  Against MPI's best
 # the ratio is rig's worst against any of its methods.
-r_lat=$(paired "$lat" 8 mpi)
+r_lat=$(vs "$lat" 8 mpi)
 rig1m=$(value "$bw" 1048576 rig)
 ucx1m=$(value "$bw" 1048576 ucx)
 mpibest1m=$(best "$bw" 1048576 max mpi persistent put)
-r_bw_mpi=$(lowest "$(paired "$bw" 1048576 mpi)" "$(paired "$bw" 1048576 persistent)" "$(paired "$bw" 1048576 put)")
-r_bw_ucx=$(paired "$bw" 1048576 ucx)
+r_bw_mpi=$(vs_mpi "$bw" 1048576)
+r_bw_ucx=$(vs "$bw" 1048576 ucx)
 r_bw_mpi_med=$(ratio "$rig1m" "$mpibest1m")
 # UCX's own active messages, what rig's larger runs ride across hosts
 # (small ones take rig's own TCP lane): context for where rig's time
 # goes, not a target.
 am8=$(value "$lat" 8 ucx_am)
-r_lat_am=$(paired "$lat" 8 ucx_am)
+r_lat_am=$(vs "$lat" 8 ucx_am)
 am1m=$(value "$bw" 1048576 ucx_am)
-r_bw_am=$(paired "$bw" 1048576 ucx_am)
+r_bw_am=$(vs "$bw" 1048576 ucx_am)
 bw_rows=""
 for s in 65536 262144 1048576 4194304; do
     r=$(value "$bw" $s rig)
     u=$(value "$bw" $s ucx)
     m=$(best "$bw" $s max mpi persistent put)
-    pm=$(lowest "$(paired "$bw" $s mpi)" "$(paired "$bw" $s persistent)" "$(paired "$bw" $s put)")
-    bw_rows+="| $s | $r | $u | $m | $(paired "$bw" $s ucx) | $pm |"$'\n'
+    bw_rows+="| $s | $r | $u | $m | $(vs "$bw" $s ucx) | $(vs_mpi "$bw" $s) |"$'\n'
 done
 
 # The stencil: per configuration and grid, rig, MPI's best (the method
@@ -363,8 +362,9 @@ fi
     echo "(mpi_tests/multihost/hosts.sh). The point-to-point benchmarks run one"
     echo "rank a host, all methods side by side in one run, interleaved at every"
     echo "size; each latency figure is the median of ${rounds[1]} round(s), each"
-    echo "bandwidth figure of ${bw_rounds[1]}. The stencil runs at 2 ranks (one a host) and 4 ranks (2 a"
-    echo "host). Every simulated host shares this machine's $(nproc) cores."
+    echo "bandwidth figure of ${bw_rounds[1]}. The stencil runs at 2 ranks (one a"
+    echo "host) and 4 ranks (2 a host). Every simulated host shares this"
+    echo "machine's $(nproc) cores."
     echo "Load average before: $load_before; after: $load_after. The"
     echo "point-to-point suite took $((t1 - t0)) s, the stencil $((t2 - t1)) s."
     echo "A loaded machine's figures are noise: compare the ratios of one run,"

@@ -272,14 +272,7 @@ ns() {
         $1 == "#" && $2 == "ns" && $3 == key && ci > 0 { print $ci; exit }' "$1"
 }
 
-# paired FILE KEY COLUMN: from the "# paired" rows, rig over COLUMN in
-# the same round, the median over the rounds.
-paired() {
-    awk -v key="$2" -v col="$3" '
-        $1 == "#" && $2 == "paired" && $3 == "Size" {
-            for (i = 4; i <= NF; i++) if ($i == col) ci = i; next }
-        $1 == "#" && $2 == "paired" && $3 == key && ci > 0 { print $ci; exit }' "$1"
-}
+# paired FILE KEY COLUMN: machine.sh's.
 # rounds_of FILE: the rounds per size its header states (1 when none).
 rounds_of() {
     awk '/^# Rounds: / { print $3 + 0; found = 1; exit }
