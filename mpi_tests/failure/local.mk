@@ -6,6 +6,7 @@
 FAILURE_TEST_FILES = \
 	mpi_tests/failure/fail_np3.mpi \
 	mpi_tests/failure/kill_recovery_np3.mpi \
+	mpi_tests/failure/kill_recovery_tcp_np3.mpi \
 	mpi_tests/failure/kill_np3.mpi \
 	mpi_tests/failure/finalize_np2.mpi \
 	mpi_tests/failure/soak_np3.mpi \
@@ -17,10 +18,13 @@ FAILURE_TEST_FILES = \
 	mpi_tests/failure/hang_before_rail_np2.mpi \
 	mpi_tests/failure/hang_close_death_both_mpi_np2.mpi \
 	mpi_tests/failure/hang_close_death_both_np2.mpi \
+	mpi_tests/failure/hang_close_death_both_tcp_np2.mpi \
 	mpi_tests/failure/hang_close_death_norails_mpi_np2.mpi \
 	mpi_tests/failure/hang_close_death_norails_np2.mpi \
+	mpi_tests/failure/hang_close_death_norails_tcp_np2.mpi \
 	mpi_tests/failure/hang_close_death_rails_mpi_np2.mpi \
 	mpi_tests/failure/hang_close_death_rails_np2.mpi \
+	mpi_tests/failure/hang_close_death_rails_tcp_np2.mpi \
 	mpi_tests/failure/hang_connect_death_mpi_np3.mpi \
 	mpi_tests/failure/hang_cycles_mpi_np2.mpi \
 	mpi_tests/failure/hang_cycles_np2.mpi \

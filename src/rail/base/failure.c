@@ -272,9 +272,14 @@ int rig_failure_fd(const rig_failure *f, int r)
     return r >= 0 && r < f->size ? f->pidfd[r] : -1;
 }
 
+bool rig_failure_watched(const rig_failure *f, int r)
+{
+    return r >= 0 && r < f->size && f->local[r] && f->pid[r] > 0;
+}
+
 bool rig_failure_ended(const rig_failure *f, int r)
 {
-    if (r < 0 || r >= f->size || !f->local[r] || f->pid[r] <= 0) {
+    if (!rig_failure_watched(f, r)) {
         return false;
     }
     if (f->pidfd[r] >= 0) {

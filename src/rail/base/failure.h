@@ -146,6 +146,9 @@ void rig_failure_know(rig_failure *f, const rig_transport_wiring *w);
  * through a pidfd (rig_failure_fd), else by polling (f->polled).  False
  * with "failed: rank R (pid P) is gone" when it ended already. */
 bool rig_failure_watch(rig_failure *f, int r, char **err);
+/* Whether rank r's process is watched here (it shares this node and its
+ * pid is known): its end, not a connection's, tells its death. */
+bool rig_failure_watched(const rig_failure *f, int r);
 /* Rank r's pidfd, or -1. */
 int rig_failure_fd(const rig_failure *f, int r);
 /* Whether rank r, a watched peer, has ended (its pidfd is readable, or

@@ -216,8 +216,12 @@ void rig_ucx_link_lost(void *self, int r, const char *how, bool closed)
     rig_ucx *u = self;
     if (closed && atomic_load(&u->closing)) {
         /* A peer that finished its close closes its links: like an
-         * endpoint error while closing, it only leaves (transport.c). */
-        rig_failure_left(&u->fail, r, RIG_LEFT_CLOSING);
+         * endpoint error while closing, it only leaves (transport.c) --
+         * unless it shares this node (a lane, lane.c), where the watch on
+         * its process tells a death from a close. */
+        if (!rig_failure_watched(&u->fail, r)) {
+            rig_failure_left(&u->fail, r, RIG_LEFT_CLOSING);
+        }
         return;
     }
     if (closed) {

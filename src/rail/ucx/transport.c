@@ -481,6 +481,15 @@ static void ep_error(void *arg, ucp_ep_h ep, ucs_status_t status)
         }
     }
     bool closing = atomic_load(&u->closing);
+    if (closing && rig_failure_watched(&u->fail, peer)) {
+        /* On this node the watch on the process tells a death from a
+         * close.  Over TCP (RIG_UCX_TLS=tcp,self) a killed peer's socket
+         * resets as its process exits, before its pidfd is readable:
+         * taken for a close here, rig_job_close said every rank reached
+         * it while rank 1 died in rank 0's closing barrier
+         * (test_neverhang --close-death-rails, 4 runs of 4). */
+        return;
+    }
     rig_failure_left(&u->fail, peer,
                      closing ? RIG_LEFT_CLOSING : RIG_LEFT_DIED);
     if (closing) {
