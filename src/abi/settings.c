@@ -35,8 +35,8 @@ static const rig_setting settings[] = {
     {"RIG_PEER_TIMEOUT_MS", "500",
      "a rank on another node silent this long is lost (ms; 0: not watched)"},
     {"RIG_LANE_BYTES", "1048576",
-     "runs across nodes whose 2 copies fit go over rig's own TCP "
-     "connection (0: UCX)"},
+     "runs across nodes (or on a node without shared memory) whose 2 "
+     "copies fit go over rig's own TCP connection (0: UCX)"},
     {"RIG_UCX_TLS", "$UCX_TLS",
      "UCX transport: rig's context only (any RIG_UCX_<name> beats UCX_<name>)"},
     /* executors (mesh/executors.h) */

@@ -52,9 +52,10 @@ struct rig_liveness {
 
 /* What every rank tells the others (MPI_Allgather, as bytes). */
 typedef struct {
-    uint64_t nonce; /* rank 0's names the job */
-    uint32_t state; /* CARD_OFF, CARD_ON, CARD_BROKEN */
-    uint16_t port;  /* network order */
+    uint64_t nonce;      /* rank 0's names the job */
+    uint32_t state;      /* CARD_OFF, CARD_ON, CARD_BROKEN */
+    uint32_t data_local; /* 1: wants data connections on its node too */
+    uint16_t port;       /* network order */
     uint16_t naddr;
     uint32_t addr[ADDRS_MAX]; /* IPv4, network order */
 } card;
@@ -184,15 +185,55 @@ static bool linked(const setup *s, int r, uint32_t kind)
     return (kind == KIND_LINK ? s->l->fd : s->l->data_fd)[r] >= 0;
 }
 
-static bool linked_all(const setup *s, int r)
+/* Whether address k of card c is a loopback one (127.0.0.0/8). */
+static bool loopback(const card *c, uint16_t k)
 {
-    return linked(s, r, KIND_LINK) && linked(s, r, KIND_DATA);
+    return (ntohl(c->addr[k]) >> 24) == 127;
 }
 
-/* Whether this rank links with r: both on, on different nodes. */
+static bool has_loopback(const card *c)
+{
+    bool any = false;
+    for (uint16_t k = 0; k < c->naddr && k < ADDRS_MAX; k++) {
+        any = any || loopback(c, k);
+    }
+    return any;
+}
+
+/* The kinds of connection this rank makes with r, a bit each: a link and
+ * a data connection with a rank on another node; a data connection alone
+ * with one on this node when both cards ask for it and the lower rank's
+ * lists a loopback address, the only one tried between them (an address
+ * of an interface can go away under the connection -- a bridge another
+ * job takes down -- and with it the route); none when either card is
+ * off. */
+static unsigned kinds_with(const setup *s, const bool *local, int r)
+{
+    if (r == s->l->rank || s->cards[r].state != CARD_ON ||
+        s->cards[s->l->rank].state != CARD_ON) {
+        return 0;
+    }
+    if (!local[r]) {
+        return 1u << KIND_LINK | 1u << KIND_DATA;
+    }
+    int lower = r < s->l->rank ? r : s->l->rank;
+    return s->cards[r].data_local && s->cards[s->l->rank].data_local &&
+                   has_loopback(&s->cards[lower])
+               ? 1u << KIND_DATA
+               : 0;
+}
+
+/* Whether this rank makes any connection with r. */
 static bool wants(const setup *s, const bool *local, int r)
 {
-    return r != s->l->rank && !local[r] && s->cards[r].state == CARD_ON;
+    return kinds_with(s, local, r) != 0;
+}
+
+static bool linked_all(const setup *s, const bool *local, int r)
+{
+    unsigned k = kinds_with(s, local, r);
+    return (!(k & 1u << KIND_LINK) || linked(s, r, KIND_LINK)) &&
+           (!(k & 1u << KIND_DATA) || linked(s, r, KIND_DATA));
 }
 
 static bool pending_add(setup *s, pending p)
@@ -317,8 +358,15 @@ static bool connect_all(setup *s, const bool *local)
             note_why(s, r, "rank %d has no IPv4 address", r);
             continue;
         }
+        unsigned kinds = kinds_with(s, local, r);
         for (uint32_t kind = 0; kind < KINDS; kind++) {
+            if (!(kinds & 1u << kind)) {
+                continue;
+            }
             for (uint16_t k = 0; k < c->naddr && k < ADDRS_MAX; k++) {
+                if (local[r] && !loopback(c, k)) {
+                    continue;
+                }
                 if (!connect_one(s, r, c, k, kind)) {
                     return false;
                 }
@@ -414,7 +462,7 @@ static bool step_in(setup *s, size_t i, short revents, const bool *local)
     int from = (int)g->from;
     bool ok = g->magic == GREET_MAGIC && g->nonce == s->nonce &&
               g->to == (uint32_t)l->rank && from > l->rank && from < l->size &&
-              g->kind < KINDS && wants(s, local, from) &&
+              g->kind < KINDS && (kinds_with(s, local, from) >> g->kind & 1u) &&
               !linked(s, from, g->kind);
     greeting a = {.magic = GREET_MAGIC,
                   .from = (uint32_t)l->rank,
@@ -511,7 +559,7 @@ static bool links_make(setup *s, const bool *local)
             for (size_t i = 0; i < s->np && !trying; i++) {
                 trying = s->p[i].out && s->p[i].peer == r;
             }
-            if (wants(s, local, r) && !linked_all(s, r) && !trying) {
+            if (!linked_all(s, local, r) && !trying) {
                 note_why(s, r, "every address of rank %d refused", r);
                 s->why_peer = r;
                 until = 0; /* give up */
@@ -741,8 +789,9 @@ void rig_liveness_close(rig_liveness *l)
 }
 
 bool rig_liveness_open(MPI_Comm comm, int rank, int size, const bool *local,
-                       uint64_t bound_ms, rig_liveness_lost_fn lost, void *arg,
-                       rig_liveness **out, char **err)
+                       bool data_local, uint64_t bound_ms,
+                       rig_liveness_lost_fn lost, void *arg, rig_liveness **out,
+                       char **err)
 {
     rig_liveness *l = calloc(1, sizeof(*l));
     if (l != NULL) {
@@ -762,9 +811,10 @@ bool rig_liveness_open(MPI_Comm comm, int rank, int size, const bool *local,
      * so), or the others would wait for it. */
     bool fine = l != NULL && cards != NULL && l->fd != NULL &&
                 l->data_fd != NULL && l->addr != NULL && l->since != NULL;
-    bool remote = false;
+    bool remote = false, near = false;
     for (int r = 0; r < size; r++) {
         remote = remote || (r != rank && !local[r]);
+        near = near || (r != rank && local[r]);
         if (l != NULL && l->fd != NULL) {
             l->fd[r] = -1;
         }
@@ -772,10 +822,12 @@ bool rig_liveness_open(MPI_Comm comm, int rank, int size, const bool *local,
             l->data_fd[r] = -1;
         }
     }
-    card mine = {.nonce = rank == 0 ? draw_nonce() : 0, .state = CARD_OFF};
+    card mine = {.nonce = rank == 0 ? draw_nonce() : 0,
+                 .state = CARD_OFF,
+                 .data_local = data_local && near ? 1u : 0u};
     int listener = -1;
     int listen_errno = 0;
-    if (bound_ms > 0 && remote) {
+    if (bound_ms > 0 && (remote || mine.data_local)) {
         mine.state = CARD_BROKEN;
         if (fine) {
             listener = listen_any(&mine.port);
@@ -805,7 +857,7 @@ bool rig_liveness_open(MPI_Comm comm, int rank, int size, const bool *local,
     l->period_ns = bound_ms * 1000000u / 8;
     s.nonce = cards[0].nonce;
     if (mine.state == CARD_OFF) {
-        ok = true; /* links off, or no rank on another node */
+        ok = true; /* links off, or no rank to connect with */
         goto out;
     }
     if (mine.state == CARD_BROKEN) {
@@ -814,11 +866,12 @@ bool rig_liveness_open(MPI_Comm comm, int rank, int size, const bool *local,
         goto out;
     }
     for (int r = 0; r < size; r++) {
-        if (r != rank && !local[r] && cards[r].state == CARD_BROKEN) {
+        bool asks = !local[r] || (mine.data_local && cards[r].data_local);
+        if (r != rank && asks && cards[r].state == CARD_BROKEN) {
             rig_err(err, "failed: rank %d could not listen for its links", r);
             goto out;
         }
-        s.need += wants(&s, local, r) ? KINDS : 0;
+        s.need += __builtin_popcount(kinds_with(&s, local, r));
     }
     if (!links_make(&s, local)) {
         rig_err(err, "nomem: making the links of rank %d", rank);
@@ -827,7 +880,7 @@ bool rig_liveness_open(MPI_Comm comm, int rank, int size, const bool *local,
     if (s.need > 0) {
         int missing = -1;
         for (int r = 0; r < size && missing < 0; r++) {
-            if (wants(&s, local, r) && !linked_all(&s, r)) {
+            if (!linked_all(&s, local, r)) {
                 missing = r;
             }
         }

@@ -26,7 +26,9 @@
  * peer's process must answer.
  *
  * Each pair also gets a second connection, made the same way, for the
- * transport's own bytes (the UCX transport's lanes, ../ucx/lane.c).
+ * transport's own bytes (the UCX transport's lanes, ../ucx/lane.c); so do
+ * pairs on one node when both ask (data_local: a transport that cannot
+ * map a same-node peer's memory), over loopback and with no link.
  *
  * A thread of its own watches the links (epoll on them, the heartbeat on
  * time), so that nothing the transport does -- a long progress call, a
@@ -75,21 +77,26 @@ typedef void (*rig_liveness_lost_fn)(void *arg, int r, const char *how,
  * comm's).  Each such pair also makes a second connection, made and
  * checked as the link is (TCP_NODELAY, the bound as TCP_USER_TIMEOUT),
  * for the transport's own bytes: this file never reads or watches it;
- * rig_liveness_take_data hands it over (and _close closes it if not).  With
- * bound_ms 0 no connection is made, but the call is still collective.
+ * rig_liveness_take_data hands it over (and _close closes it if not).
+ * With data_local, a pair of ranks on this node that both ask for it gets
+ * such a data connection too, and no link (their processes are watched
+ * directly): for a transport that cannot map a same-node peer's memory.
+ * With bound_ms 0 no connection is made, but the call is still
+ * collective.
  * Errors: "system:" naming the rank that could not be reached and why (or
  * the call that failed), "failed:" for a peer that could not take part,
  * "nomem:".  *out is set only on success. */
 bool rig_liveness_open(MPI_Comm comm, int rank, int size, const bool *local,
-                       uint64_t bound_ms, rig_liveness_lost_fn lost, void *arg,
-                       rig_liveness **out, char **err);
+                       bool data_local, uint64_t bound_ms,
+                       rig_liveness_lost_fn lost, void *arg, rig_liveness **out,
+                       char **err);
 
 /* The number of links (ranks on other nodes watched). */
 int rig_liveness_count(const rig_liveness *l);
 
 /* The data connection to rank r (nonblocking), now the caller's to close;
- * -1 when there is none (a rank on this node, links off, not asked for,
- * or taken already). */
+ * -1 when there is none (a rank on this node without data_local, links
+ * off, not asked for, or taken already). */
 int rig_liveness_take_data(rig_liveness *l, int r);
 
 /* Stops the thread (no callback runs after it returns), closes every link

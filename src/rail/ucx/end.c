@@ -288,6 +288,7 @@ static bool uend_connect(void *end, const void *desc, size_t len,
         /* Small runs go over the peer's lane, larger ones as UCX
          * messages (lane.c), each end on one path for good. */
         e->lane = rig_lane_fits(e, e->send, e->nsend);
+        rig_lane_use(u, e->peer); /* the peer's runs may come on it */
         /* The peer decides alike for what it sends here. */
         u->am_net =
             u->am_net || !e->lane || !rig_lane_fits(e, e->receive, e->nreceive);

@@ -138,10 +138,11 @@
  * each ucp_worker_progress is what the lanes save. */
 #define WORKER_LOOK_NS 1000000u
 
-/* One look; what it moved. */
-static unsigned look(rig_ucx *u, bool worker)
+/* One look; what it moved.  A waiter's (not `all`) reads the lanes its
+ * rank's ends read; the thread's every lane that has something (lane.c). */
+static unsigned look(rig_ucx *u, bool worker, bool all)
 {
-    unsigned n = u->lanes_n > 0 ? rig_lanes_poll(u) : 0;
+    unsigned n = u->lanes_n > 0 ? rig_lanes_poll(u, all) : 0;
     if (worker) {
         n += ucp_worker_progress(u->worker);
     }
@@ -171,7 +172,7 @@ static void drive_handover(rig_ucx *u)
 {
     if (rig_trylock(&u->worker_lock, UCX_LOCK_WORKER)) {
         if (u->worker != NULL) {
-            (void)look(u, true);
+            (void)look(u, true, true);
         }
         rig_unlock(&u->worker_lock, UCX_LOCK_WORKER);
     }
@@ -215,7 +216,7 @@ void rig_ucx_drive(void *arg)
         bool worker = drive_worker(u, now);
         for (unsigned i = 0, idle = 0;
              i < DRIVE_MAX && !u->moved && idle < idle_max; i++) {
-            if (look(u, worker) == 0) {
+            if (look(u, worker, false) == 0) {
                 idle++;
             }
         }
@@ -252,7 +253,7 @@ static bool worker_pass(rig_ucx *u, bool standby, bool *armed, bool *busy)
     } else {
         rig_lock(&u->worker_lock, UCX_LOCK_WORKER);
     }
-    while (look(u, true) != 0) {
+    while (look(u, true, true) != 0) {
         did = true;
     }
     *busy = atomic_load(&u->outstanding) != 0;

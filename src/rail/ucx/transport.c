@@ -61,6 +61,25 @@ static bool tls_may_use(const char *const *tls)
     return negated ? !named : named || strstr(v, "all") != NULL;
 }
 
+/* The transports whose memory a same-node peer can map (ucp_rkey_ptr). */
+static const char *const tls_shm[] = {"sm",   "shm",   "mm", "posix",
+                                      "sysv", "xpmem", NULL};
+
+/* Whether this rank's ends with ranks on its node go over TCP: no
+ * transport in rig's context can map them (nor carry UCX's messages
+ * through shared memory).  Their runs then take lanes as those across
+ * nodes do (lane.c): a run over UCX's TCP costs a waiter an epoll_wait a
+ * look (ucp_worker_progress) besides the lanes' recv, where MPI's
+ * progress polls once.  Across 2 simulated hosts at 4 ranks
+ * (UCX_TLS=tcp,self; of a 2 x 2 stencil the east-west halos between the
+ * 2 ranks of a host), every look of every rank progressed the worker for
+ * them.  RIG_SHM_STORES=off alone keeps UCX's messages, which then move
+ * through shared memory. */
+static bool near_over_tcp(void)
+{
+    return !tls_may_use(tls_shm);
+}
+
 static int modify_warned;
 
 bool rig_ucx_config_set(ucp_config_t *cfg, const char *name, const char *value,
@@ -455,9 +474,10 @@ static bool ucx_wire(rig_transport *t, const rig_transport_wiring *w,
     /* Collective: every rank makes its links, whatever happened above. */
     rig_liveness *links = NULL;
     char *why = NULL;
+    bool near_lanes = u->lane_bytes > 0 && near_over_tcp();
     if (rig_liveness_open(u->handshake.comm, u->rank, u->size, w->local,
-                          u->peer_timeout_ms, rig_ucx_link_lost, u, &links,
-                          ok ? err : &why)) {
+                          near_lanes, u->peer_timeout_ms, rig_ucx_link_lost, u,
+                          &links, ok ? err : &why)) {
         atomic_store(&u->links, links);
     } else {
         ok = false;
@@ -739,14 +759,15 @@ static bool ucx_info(FILE *out, char **err)
         }
     }
     free(text);
-    fprintf(out, "\n  same-node rails: %s\n",
-            shm ? "plain stores into mapped ends (sysv/posix)"
-                : "one UCX active message a run (no shared-memory "
-                  "transport)");
     uint64_t lane_bytes = 0;
     if (!rig_lane_setting(&lane_bytes, err)) {
         return false;
     }
+    fprintf(out, "\n  same-node rails: %s\n",
+            shm              ? "plain stores into mapped ends (sysv/posix)"
+            : lane_bytes > 0 ? "as across nodes (no shared-memory transport)"
+                             : "one UCX active message a run (no "
+                               "shared-memory transport)");
     fprintf(out, "  other nodes:     a TCP link per rank watched "
                  "(RIG_PEER_TIMEOUT_MS: a silent\n"
                  "                   rank is lost after it); ");

@@ -258,6 +258,8 @@ struct rig_ucx {
     struct rig_lane *lanes;
     int *lane_at;
     int lanes_n;
+    int lanes_used;            /* lanes an end reads (rig_lane_use) */
+    int lane_used;             /* the last of them */
     int lane_epfd;             /* the lanes' epoll set, in epfd */
     atomic_bool lanes_watched; /* lane_epfd is in epfd */
     atomic_bool lanes_lost;    /* a lane broke: rig_lanes_report */
@@ -389,9 +391,14 @@ bool rig_lane_fits(const rig_uend *e, const rig_transfer *t, size_t n);
  * fails), false when it waits in the lane's queue (then
  * rig_carrier_lane_sent follows).  Worker lock held. */
 bool rig_lane_send(rig_ucx *u, int peer, rig_batch *b);
-/* Writes what waits and lands what came, on every lane: the frames moved.
- * Worker lock held. */
-unsigned rig_lanes_poll(rig_ucx *u);
+/* An end with peer is on the network path: its lane, if any, is read by
+ * every look from now on.  Worker lock held. */
+void rig_lane_use(rig_ucx *u, int peer);
+/* Writes what waits, on every lane, and lands what came: on every lane
+ * the lanes' epoll set reports when `all` (the progress thread, whose
+ * epoll watches the set), else on the lanes ends read (rig_lane_use).
+ * The frames moved.  Worker lock held. */
+unsigned rig_lanes_poll(rig_ucx *u, bool all);
 /* A rank left the job: its lane's loss is not reported.  Worker lock
  * held. */
 void rig_lanes_drop(rig_ucx *u, int peer);
