@@ -31,6 +31,7 @@ trap 'rm -rf "$tmp"' EXIT
 cases="hang_close_death_both_np2
 hang_close_death_both_mpi_np2
 hang_close_death_rails_np2
+hang_close_death_rails_tcp_np2
 hang_partial_np3
 hang_partial_mpi_np3
 hang_others_np4

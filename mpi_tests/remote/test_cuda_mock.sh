@@ -31,8 +31,12 @@ case "$out" in
 esac
 test $rc -eq 0 || { echo "FAIL: exit status $rc"; exit 1; }
 echo "$out" | grep -q '^FAIL' && exit 1
-test `echo "$out" | grep -c 'PASS --cuda'` -eq 3 ||
-    { echo "FAIL: not every rank passed"; exit 1; }
+# Every rank passed: each ends in MPI_Finalize after its checks (a failed
+# one exits nonzero), so the launcher's status 0 says so.  Counting the
+# ranks' PASS lines does not: MPICH's mpiexec interleaved two of them
+# mid-line in a CI run ("rank r2ank 0: PASS : PASS ---cuda-cuda").
+echo "$out" | grep -q 'PASS' ||
+    { echo "FAIL: no rank said PASS"; exit 1; }
 # A kernel that drives a rail end the controller made (test_rails --cuda).
 out=`timeout -k 10 120 "$MPIRUN" $np3 \
     "$b/mpi_tests/remote/test_rails" --cuda "${top_srcdir:-.}/examples/cuda" \
