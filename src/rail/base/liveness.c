@@ -200,6 +200,12 @@ static bool has_loopback(const card *c)
     return any;
 }
 
+/* Whether this rank and r, on one node, both ask for a data connection. */
+static bool both_near(const card *cards, int me, int r)
+{
+    return cards[r].data_local && cards[me].data_local;
+}
+
 /* The kinds of connection this rank makes with r, a bit each: a link and
  * a data connection with a rank on another node; a data connection alone
  * with one on this node when both cards ask for it and the lower rank's
@@ -217,16 +223,9 @@ static unsigned kinds_with(const setup *s, const bool *local, int r)
         return 1u << KIND_LINK | 1u << KIND_DATA;
     }
     int lower = r < s->l->rank ? r : s->l->rank;
-    return s->cards[r].data_local && s->cards[s->l->rank].data_local &&
-                   has_loopback(&s->cards[lower])
+    return both_near(s->cards, s->l->rank, r) && has_loopback(&s->cards[lower])
                ? 1u << KIND_DATA
                : 0;
-}
-
-/* Whether this rank makes any connection with r. */
-static bool wants(const setup *s, const bool *local, int r)
-{
-    return kinds_with(s, local, r) != 0;
 }
 
 static bool linked_all(const setup *s, const bool *local, int r)
@@ -350,7 +349,8 @@ static bool connect_all(setup *s, const bool *local)
 {
     rig_liveness *l = s->l;
     for (int r = 0; r < l->rank; r++) {
-        if (!wants(s, local, r)) {
+        unsigned kinds = kinds_with(s, local, r);
+        if (kinds == 0) {
             continue;
         }
         const card *c = &s->cards[r];
@@ -358,7 +358,6 @@ static bool connect_all(setup *s, const bool *local)
             note_why(s, r, "rank %d has no IPv4 address", r);
             continue;
         }
-        unsigned kinds = kinds_with(s, local, r);
         for (uint32_t kind = 0; kind < KINDS; kind++) {
             if (!(kinds & 1u << kind)) {
                 continue;
@@ -866,7 +865,7 @@ bool rig_liveness_open(MPI_Comm comm, int rank, int size, const bool *local,
         goto out;
     }
     for (int r = 0; r < size; r++) {
-        bool asks = !local[r] || (mine.data_local && cards[r].data_local);
+        bool asks = !local[r] || both_near(cards, rank, r);
         if (r != rank && asks && cards[r].state == CARD_BROKEN) {
             rig_err(err, "failed: rank %d could not listen for its links", r);
             goto out;

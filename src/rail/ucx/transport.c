@@ -500,21 +500,11 @@ static void ep_error(void *arg, ucp_ep_h ep, ucs_status_t status)
             peer = r;
         }
     }
-    bool closing = atomic_load(&u->closing);
-    if (closing && rig_failure_watched(&u->fail, peer)) {
-        /* On this node the watch on the process tells a death from a
-         * close.  Over TCP (RIG_UCX_TLS=tcp,self) a killed peer's socket
-         * resets as its process exits, before its pidfd is readable:
-         * taken for a close here, rig_job_close said every rank reached
-         * it while rank 1 died in rank 0's closing barrier
-         * (test_neverhang --close-death-rails, 4 runs of 4). */
+    if (atomic_load(&u->closing)) {
+        rig_ucx_left_closing(u, peer);
         return;
     }
-    rig_failure_left(&u->fail, peer,
-                     closing ? RIG_LEFT_CLOSING : RIG_LEFT_DIED);
-    if (closing) {
-        return;
-    }
+    rig_failure_left(&u->fail, peer, RIG_LEFT_DIED);
     /* Worded as the watch on a process words a death ("rank V died (pid
      * P, seen by rank R)"): the reason starts with the rank, which the
      * remote layer turns into the machine's name. */

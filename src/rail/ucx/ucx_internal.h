@@ -433,6 +433,10 @@ void rig_ucx_peer_gone(void *self, int r, const char *why);
  * closing, it finished its own close).  The links' thread; no lock
  * held. */
 void rig_ucx_link_lost(void *self, int r, const char *how, bool closed);
+/* Rank r's endpoint failed, or its connection closed, while this rank
+ * closes: it left having finished its close, unless it shares this node,
+ * where its process watch decides.  Any thread. */
+void rig_ucx_left_closing(rig_ucx *u, int r);
 /* Hands a failure to the progress thread, which fails the job: for callers
  * that hold the worker lock or run inside a wake.  Any thread. */
 void rig_ucx_fail_later(rig_ucx *u, const char *fmt, ...) RIG_PRINTF(2, 3);
