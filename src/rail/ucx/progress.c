@@ -307,7 +307,11 @@ static void efd_watch(rig_ucx *u, bool on)
  * move within it, not only at its next wait.  A lane's bytes are the
  * kernel's once written, and a frame the socket did not take is in
  * flight (outstanding): so with every network end on a lane the thread
- * sleeps the standby out.  A 2-rank stencil across 2 simulated hosts
+ * sleeps the standby out.  A peer's frame that this rank's socket could
+ * not take whole then waits for this rank's next drive or the standby's
+ * end (STANDBY_IDLE_NS), where the peer's `sent` waits for it; MPI's
+ * sender of a message larger than its eager limit waits for the
+ * receiver's next MPI call.  A 2-rank stencil across 2 simulated hosts
  * (1024 x 1024, each rank computing ~1 ms between exchanges) had each
  * rank's thread wake 240 times a second under the 5 ms bound, taking the
  * core of a computing rank each time; 60 without it, and the 4-rank
