@@ -290,8 +290,9 @@ static bool uend_connect(void *end, const void *desc, size_t len,
         e->lane = rig_lane_fits(e, e->send, e->nsend);
         rig_lane_use(u, e->peer); /* the peer's runs may come on it */
         /* The peer decides alike for what it sends here. */
-        u->am_net =
-            u->am_net || !e->lane || !rig_lane_fits(e, e->receive, e->nreceive);
+        if (!e->lane || !rig_lane_fits(e, e->receive, e->nreceive)) {
+            atomic_store(&u->am_net, true);
+        }
     }
     /* The peer may send as soon as its side is made: the end takes runs
      * from now on (carrier.c). */

@@ -152,7 +152,8 @@ static unsigned look(rig_ucx *u, bool worker, bool all)
 /* Whether a drive at now looks at the worker (above); worker lock held. */
 static bool drive_worker(rig_ucx *u, uint64_t now)
 {
-    if (u->lanes_n == 0 || u->am_net || atomic_load(&u->outstanding) != 0 ||
+    if (u->lanes_n == 0 || atomic_load(&u->am_net) ||
+        atomic_load(&u->outstanding) != 0 ||
         now - u->worker_look_ns >= WORKER_LOOK_NS) {
         u->worker_look_ns = now;
         return true;
@@ -322,7 +323,8 @@ static int standby_idle_ms(const rig_ucx *u, uint64_t since)
 {
     uint64_t left = since < STANDBY_IDLE_NS ? STANDBY_IDLE_NS - since : 0;
     uint64_t ms = (left + 999999u) / 1000000u;
-    uint64_t most = u->am_net ? STANDBY_IDLE_MS : STANDBY_IDLE_NS / 1000000u;
+    uint64_t most =
+        atomic_load(&u->am_net) ? STANDBY_IDLE_MS : STANDBY_IDLE_NS / 1000000u;
     return ms < STANDBY_MS ? STANDBY_MS : ms > most ? (int)most : (int)ms;
 }
 

@@ -343,6 +343,7 @@ static bool ucx_open(const rig_transport_params *p, rig_transport **out,
     atomic_init(&u->handoff, NULL);
     atomic_init(&u->links, NULL);
     atomic_init(&u->net_path, false);
+    atomic_init(&u->am_net, false);
     atomic_init(&u->lanes_watched, false);
     atomic_init(&u->lanes_lost, false);
     atomic_init(&u->driven_ns, 0);

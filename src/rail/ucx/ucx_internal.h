@@ -264,8 +264,9 @@ struct rig_ucx {
     atomic_bool lanes_watched; /* lane_epfd is in epfd */
     atomic_bool lanes_lost;    /* a lane broke: rig_lanes_report */
     uint64_t lane_bytes;       /* RIG_LANE_BYTES */
-    bool am_net;               /* an end sends UCX run messages across
-                                * nodes (worker lock) */
+    atomic_bool am_net;        /* an end sends UCX run messages across
+                                * nodes (set under the worker lock, read
+                                * by the progress thread without it) */
     uint64_t worker_look_ns;   /* a drive's last ucp_worker_progress */
     /* When the last drive began, and the run of drives (each within
      * DRIVE_SPIN_NS of the previous one) it belongs to (progress.c;
