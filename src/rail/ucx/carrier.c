@@ -220,6 +220,7 @@ void rig_uend_index_del(rig_uend *e)
         }
     }
     e->indexed = false;
+    rig_lanes_forget(u, e);
     free(e->rspan);
     e->rspan = NULL;
 }
@@ -430,6 +431,103 @@ void rig_carrier_run_in(rig_ucx *u, const rig_run_hdr *h, const void *data,
         land_copy(e, h->from, h->count, data);
         landed(e, h->seq, h->count);
     }
+}
+
+/* ---- a lane frame landing read by read ----------------------------------- */
+
+static ucp_dt_iov_t *landing_piece(rig_landing *l, size_t k)
+{
+    return l->iov != NULL ? &l->iov[k] : &l->one;
+}
+
+/* Fills the next n bytes of the pieces from data (NULL: a read put them
+ * there already). */
+static void landing_fill(rig_landing *l, const uint8_t *data, size_t n)
+{
+    while (n > 0) {
+        ucp_dt_iov_t *p = landing_piece(l, l->at);
+        size_t k = p->length - l->off < n ? p->length - l->off : n;
+        if (data != NULL) {
+            memcpy((uint8_t *)p->buffer + l->off, data, k);
+            data += k;
+        }
+        l->off += k;
+        n -= k;
+        if (l->off == p->length) {
+            l->at++;
+            l->off = 0;
+        }
+    }
+}
+
+void rig_landing_open(rig_ucx *u, const rig_run_hdr *h, size_t len,
+                      const uint8_t *data, size_t have, rig_landing *l)
+{
+    *l = (rig_landing){.left = len};
+    rig_uend *e = run_accept(u, h, len);
+    uint8_t *one = NULL;
+    size_t n = 0;
+    ucp_dt_iov_t *iov =
+        e != NULL ? rx_pieces(e, h->from, h->count, &n, &one) : NULL;
+    if (e != NULL && iov == NULL && one == NULL) {
+        rig_ucx_fail_later(u, "nomem: a run of %zu bytes from rank %d", len,
+                           e->peer);
+        e = NULL;
+    }
+    if (e != NULL) {
+        *l = (rig_landing){.e = e,
+                           .seq = h->seq,
+                           .count = h->count,
+                           .iov = iov,
+                           .one = {one, len},
+                           .n = n,
+                           .left = len};
+        landing_fill(l, data, have);
+    }
+    l->left -= have;
+}
+
+void rig_landing_check(rig_ucx *u, rig_landing *l)
+{
+    if (l->e != NULL &&
+        (atomic_load(&u->closing) || rig_failure_failed(&u->fail) ||
+         rig_count_load(l->e->counts, RIG_ARRIVED_AT) == RIG_COUNT_FAILED)) {
+        rig_landing_drop(l);
+    }
+}
+
+bool rig_landing_advance(rig_landing *l, size_t n)
+{
+    if (l->e != NULL) {
+        landing_fill(l, NULL, n);
+    }
+    l->left -= n;
+    if (l->left != 0) {
+        return false;
+    }
+    if (l->e != NULL) {
+        landed(l->e, l->seq, l->count);
+    }
+    rig_landing_drop(l);
+    return true;
+}
+
+size_t rig_landing_iov(const rig_landing *l, struct iovec *v, size_t max)
+{
+    size_t k = 0;
+    for (size_t at = l->at; at < l->n && k < max; at++) {
+        const ucp_dt_iov_t *p = l->iov != NULL ? &l->iov[at] : &l->one;
+        size_t skip = at == l->at ? l->off : 0;
+        v[k++] = (struct iovec){(uint8_t *)p->buffer + skip, p->length - skip};
+    }
+    return k;
+}
+
+void rig_landing_drop(rig_landing *l)
+{
+    free(l->iov);
+    l->iov = NULL;
+    l->e = NULL;
 }
 
 static ucs_status_t run_am(void *arg, const void *header, size_t header_len,

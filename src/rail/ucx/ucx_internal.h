@@ -35,6 +35,7 @@
 #include <hwloc.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <sys/uio.h>
 #include <ucp/api/ucp.h>
 
 #define UCX_LOCK_LIST 20
@@ -370,6 +371,37 @@ void rig_carrier_run_in(rig_ucx *u, const rig_run_hdr *h, const void *data,
  * lock held. */
 void rig_carrier_lane_sent(rig_batch *b);
 
+/* A lane frame whose bytes land straight in the inbound copies, read by
+ * read by read (lane.c): where the rest goes.  Worker lock held for all
+ * of rig_landing_*. */
+typedef struct {
+    rig_uend *e;  /* NULL: dropped (the rest is read and let go) */
+    uint32_t seq; /* the frame's header */
+    uint64_t count;
+    ucp_dt_iov_t *iov; /* the pieces (malloc'd); NULL: the one piece */
+    ucp_dt_iov_t one;
+    size_t n;    /* pieces */
+    size_t at;   /* the first piece not full */
+    size_t off;  /* its bytes filled */
+    size_t left; /* the frame's bytes still to come */
+} rig_landing;
+
+/* Opens the landing of the frame h (len bytes), of which the first `have`
+ * came already (data: copied now).  A frame the carrier drops
+ * (rig_carrier_run_in's reasons) opens as dropped. */
+void rig_landing_open(rig_ucx *u, const rig_run_hdr *h, size_t len,
+                      const uint8_t *data, size_t have, rig_landing *l);
+/* Drops the rest when the job failed, is closing or the rail failed: no
+ * byte lands after that (carrier.c: no stale bytes). */
+void rig_landing_check(rig_ucx *u, rig_landing *l);
+/* n more bytes came into the pieces (or were let go): true once the
+ * frame is whole, `arrived` moved and l freed. */
+bool rig_landing_advance(rig_landing *l, size_t n);
+/* The pieces still to fill, as at most max entries of v; their number. */
+size_t rig_landing_iov(const rig_landing *l, struct iovec *v, size_t max);
+/* Lets the rest go (its end is freed, its lane broke). */
+void rig_landing_drop(rig_landing *l);
+
 /* ---- lane.c ------------------------------------------------------------- */
 
 typedef struct rig_lane rig_lane;
@@ -395,6 +427,9 @@ bool rig_lane_send(rig_ucx *u, int peer, rig_batch *b);
 /* An end with peer is on the network path: its lane, if any, is read by
  * every look from now on.  Worker lock held. */
 void rig_lane_use(rig_ucx *u, int peer);
+/* e is freed: a frame landing in it on a lane is let go.  Worker lock
+ * held. */
+void rig_lanes_forget(rig_ucx *u, const rig_uend *e);
 /* Writes what waits, on every lane, and lands what came: on every lane
  * the lanes' epoll set reports when `all` (the progress thread, whose
  * epoll watches the set), else on the lanes ends read (rig_lane_use).
