@@ -435,7 +435,7 @@ void rig_carrier_run_in(rig_ucx *u, const rig_run_hdr *h, const void *data,
 
 /* ---- a lane frame landing read by read ----------------------------------- */
 
-static ucp_dt_iov_t *landing_piece(rig_landing *l, size_t k)
+static const ucp_dt_iov_t *landing_piece(const rig_landing *l, size_t k)
 {
     return l->iov != NULL ? &l->iov[k] : &l->one;
 }
@@ -445,7 +445,7 @@ static ucp_dt_iov_t *landing_piece(rig_landing *l, size_t k)
 static void landing_fill(rig_landing *l, const uint8_t *data, size_t n)
 {
     while (n > 0) {
-        ucp_dt_iov_t *p = landing_piece(l, l->at);
+        const ucp_dt_iov_t *p = landing_piece(l, l->at);
         size_t k = p->length - l->off < n ? p->length - l->off : n;
         if (data != NULL) {
             memcpy((uint8_t *)p->buffer + l->off, data, k);
@@ -516,7 +516,7 @@ size_t rig_landing_iov(const rig_landing *l, struct iovec *v, size_t max)
 {
     size_t k = 0;
     for (size_t at = l->at; at < l->n && k < max; at++) {
-        const ucp_dt_iov_t *p = l->iov != NULL ? &l->iov[at] : &l->one;
+        const ucp_dt_iov_t *p = landing_piece(l, at);
         size_t skip = at == l->at ? l->off : 0;
         v[k++] = (struct iovec){(uint8_t *)p->buffer + skip, p->length - skip};
     }

@@ -124,8 +124,7 @@ struct rig_lane {
     size_t tx_off;                /* bytes of the head written */
     uint8_t *rx;
     size_t rx_cap, rx_have;
-    bool landing; /* a frame lands straight in its end (land) */
-    rig_landing land;
+    rig_landing land; /* a frame landing straight in its end: left > 0 */
 };
 
 bool rig_lane_setting(uint64_t *bytes, char **err)
@@ -256,8 +255,8 @@ static void lane_break(rig_ucx *u, rig_lane *ln, int e)
     ln->err = e;
     ln->lost_ns = rig_now_ns();
     ln->rx_have = 0;
-    ln->landing = false;
     rig_landing_drop(&ln->land);
+    ln->land.left = 0;
     for (rig_batch *b = ln->tx_head, *next; b != NULL; b = next) {
         next = b->lane_next;
         b->lane_next = NULL;
@@ -462,16 +461,15 @@ static bool frames_take(rig_ucx *u, rig_lane *ln, unsigned *landed, bool *held)
             return false;
         }
         if (ln->rx_have - at < need) {
-            if (need - (ln->rx_have - at) >= LAND_MIN && *landed > 0) {
-                *held = true; /* lane_read stops: see there */
-                break;
-            }
             if (need - (ln->rx_have - at) >= LAND_MIN) {
+                if (*landed > 0) {
+                    *held = true; /* lane_read stops: see there */
+                    break;
+                }
                 /* The rest lands where it goes, read by read (lane_read):
                  * no copy out of this buffer, which stays small. */
                 rig_landing_open(u, &h, h.pad, ln->rx + at + sizeof(h),
                                  ln->rx_have - at - sizeof(h), &ln->land);
-                ln->landing = true;
                 at = ln->rx_have;
                 break;
             }
@@ -531,7 +529,6 @@ static bool land_read(rig_ucx *u, rig_lane *ln, unsigned *landed)
         return false;
     }
     if (rig_landing_advance(l, (size_t)n)) {
-        ln->landing = false;
         (*landed)++;
     }
     return (size_t)n == want;
@@ -550,12 +547,13 @@ static unsigned lane_read(rig_ucx *u, rig_lane *ln)
 {
     unsigned landed = 0;
     bool held = false;
-    if (!ln->landing && ln->rx_have >= sizeof(rig_run_hdr) &&
-        (!frames_take(u, ln, &landed, &held) || held)) {
-        return landed; /* a frame held last time: its landing opened */
+    /* A frame held last time opens its landing now (nothing landed yet). */
+    if (ln->land.left == 0 && ln->rx_have >= sizeof(rig_run_hdr) &&
+        !frames_take(u, ln, &landed, &held)) {
+        return landed; /* the lane broke */
     }
     while (ln->fd >= 0) {
-        if (ln->landing) {
+        if (ln->land.left != 0) {
             if (!land_read(u, ln, &landed)) {
                 break;
             }
@@ -585,7 +583,7 @@ void rig_lanes_forget(rig_ucx *u, const rig_uend *e)
 {
     for (int i = 0; u->lanes != NULL && i < u->lanes_n; i++) {
         rig_lane *ln = &u->lanes[u->lane_at[i]];
-        if (ln->landing && ln->land.e == e) {
+        if (ln->land.left != 0 && ln->land.e == e) {
             rig_landing_drop(&ln->land);
         }
     }

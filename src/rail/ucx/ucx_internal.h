@@ -372,8 +372,8 @@ void rig_carrier_run_in(rig_ucx *u, const rig_run_hdr *h, const void *data,
 void rig_carrier_lane_sent(rig_batch *b);
 
 /* A lane frame whose bytes land straight in the inbound copies, read by
- * read by read (lane.c): where the rest goes.  Worker lock held for all
- * of rig_landing_*. */
+ * read (lane.c): where the rest goes; none left (left 0) once it is whole
+ * or its lane broke.  Worker lock held for all of rig_landing_*. */
 typedef struct {
     rig_uend *e;  /* NULL: dropped (the rest is read and let go) */
     uint32_t seq; /* the frame's header */
