@@ -88,8 +88,15 @@ case $RIG_MPI_FLAVOR in
     *)
         # --oversubscribe: more ranks than cores on small machines.  No
         # osc: rig runs with whatever one-sided components Open MPI picks.
+        # Each run its own session directory: two mpiruns that start
+        # together race on creating and removing /tmp/ompi.HOST.UID, and
+        # the loser fails orte_init ("mkdir ... File exists").
         launch_setup() {
             launch="$launch --oversubscribe --allow-run-as-root"
+            session=$(mktemp -d "${TMPDIR:-/tmp}/mpitest-ompi.XXXXXX") || exit 99
+            trap 'rm -rf "$session"' EXIT
+            OMPI_MCA_orte_tmpdir_base=$session
+            export OMPI_MCA_orte_tmpdir_base
         }
         launch_np() { launch="$launch -np $1"; }
         launch_env() { launch="$launch -x $1"; }
