@@ -15,7 +15,13 @@
 # prints, from a table's "# paired" rows (a benchmark run in rounds),
 # rig's value over COLUMN's in the same round, the median over the
 # rounds, in row KEY; nothing when the table has no such rows (one
-# round) or no such row or column.
+# round) or no such row or column;
+#
+#   spread FILE KEY
+#
+# prints, from rig_stencil's "# spread" rows, the middle half of the
+# rounds' ratios against MPI's best in row KEY as "Q1-Q3"; "-" when
+# there is no such row.
 
 rig_machine() {
     local info=$1
@@ -48,4 +54,10 @@ paired() {
             for (i = 4; i <= NF; i++) if ($i == col) ci = i
             next }
         $1 == "#" && $2 == "paired" && $3 == key && ci > 0 { print $ci; exit }' "$1"
+}
+
+spread() {
+    awk -v key="$2" '
+        $1 == "#" && $2 == "spread" && $3 == key { s = $4 "-" $5; exit }
+        END { print (s == "" ? "-" : s) }' "$1"
 }

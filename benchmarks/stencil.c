@@ -731,6 +731,9 @@ int main(int argc, char **argv)
     grid_free(&g);
 
     double paired[MAX_SIZES][NMETHODS];
+    /* The middle half of rig's per-round ratios against MPI's best: how
+     * far one sitting's rounds spread around the median. */
+    double spread[MAX_SIZES][2];
     for (int si = 0; si < nsizes; si++) {
         grid_make(&g, sizes[si]);
         /* About 30 ms of compute per measurement at 2 ranks: many short
@@ -770,7 +773,7 @@ int main(int argc, char **argv)
          * median over rounds of rig / it.  MPI's best is the method with
          * the lowest such ratio (not each round's fastest MPI: a maximum
          * of three noisy values is biased against rig). */
-        double ratio[NMETHODS], median[NMETHODS];
+        double ratio[NMETHODS], median[NMETHODS], quart[NMETHODS][2];
         int best = -1;
         for (int i = 0; i < NMETHODS; i++) {
             double tmp[64];
@@ -782,6 +785,8 @@ int main(int argc, char **argv)
             }
             qsort(tmp, (size_t)rounds, sizeof(double), cmp_double);
             ratio[i] = tmp[rounds / 2];
+            quart[i][0] = tmp[rounds / 4];
+            quart[i][1] = tmp[rounds - 1 - rounds / 4];
             /* A copy: res[0] (rig's rounds) must stay in round order for
              * the pairs of the methods after it. */
             memcpy(tmp, res[i], (size_t)rounds * sizeof(double));
@@ -815,6 +820,8 @@ int main(int argc, char **argv)
         for (int i = 0; i < NMETHODS; i++) {
             paired[si][i] = want[0] && want[i] ? ratio[i] : 0;
         }
+        spread[si][0] = want[0] && best >= 0 ? quart[best][0] : 0;
+        spread[si][1] = want[0] && best >= 0 ? quart[best][1] : 0;
         grid_free(&g);
     }
     /* The paired ratio against every MPI method, as comment lines that
@@ -838,6 +845,22 @@ int main(int argc, char **argv)
                 }
             }
             printf("\n");
+        }
+        /* A ratio near 1.0 whose middle half straddles it is a tie in
+         * that sitting, not a win or a loss. */
+        bool any_mpi = false;
+        for (int i = 1; i < NMETHODS; i++) {
+            any_mpi = any_mpi || want[i];
+        }
+        if (any_mpi) {
+            printf("# Spread: the middle half of the %d rounds' ratios "
+                   "against MPI's best (the ratio column's method): the "
+                   "lower and upper quartiles\n# spread %-10s%12s%12s\n",
+                   rounds, "Grid", "q1", "q3");
+            for (int si = 0; si < nsizes; si++) {
+                printf("# spread %-10d%12.3f%12.3f\n", sizes[si], spread[si][0],
+                       spread[si][1]);
+            }
         }
         fflush(stdout);
     }
