@@ -21,6 +21,17 @@ tests_test_counts_window_LDFLAGS = $(RIG_LDFLAGS)
 TESTS += tests/test_counts_window
 UNIT_TESTS += tests/test_counts_window
 
+# What a wait that finds its count tells the transports (internal: linked
+# to the ABI's objects).
+check_PROGRAMS += tests/test_wait_note
+tests_test_wait_note_SOURCES = tests/test_wait_note.c tests/test_util.h
+tests_test_wait_note_CPPFLAGS = $(RIG_ABI_CPPFLAGS) $(CUNIT_CFLAGS)
+tests_test_wait_note_CFLAGS = $(RIG_CFLAGS)
+tests_test_wait_note_LDADD = src/abi/libabi.la $(CUNIT_LIBS)
+tests_test_wait_note_LDFLAGS = $(RIG_LDFLAGS)
+TESTS += tests/test_wait_note
+UNIT_TESTS += tests/test_wait_note
+
 # The reason a job failed, as the transports keep it (internal to librig:
 # linked to the transports' objects).
 if RIG_RAILS

@@ -47,7 +47,12 @@
  * looks again), every few polls while it spins, before each yield and
  * before each sleep of yield and auto.  Block never drives: its waits
  * sleep and leave it to the transport's own thread.  Ends on one node,
- * and the loopback provider's, have no hook.
+ * and the loopback provider's, have no hook.  A wait or test that finds
+ * its count there at once does not drive, but tells rig's transports that
+ * a waiter is about: their threads keep standing back, and what comes
+ * next waits for that waiter's next miss, as MPI's messages wait for the
+ * next MPI call (a rank whose peers' runs always came before it waited
+ * otherwise had its transport's thread woken to take each one).
  *
  * *Bulk runs.*  An auto wait on a node that is not oversubscribed whose
  * ends with a hook all move at least RIG_WAIT_BULK_BYTES a run (the larger

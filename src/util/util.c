@@ -212,6 +212,7 @@ void rig_backoff_step(rig_backoff *b)
 
 _Thread_local bool rig_drive_once;
 _Thread_local bool rig_drive_handover;
+_Atomic uint64_t rig_waited_ns;
 
 #ifndef NDEBUG
 /* The levels of the locks this thread holds, one bit each. */

@@ -7,6 +7,7 @@
 
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -88,6 +89,16 @@ extern _Thread_local bool rig_drive_once;
  * bulk runs): the progress hook looks at its worker once and hands it to
  * that thread (src/rail/ucx/progress.c). */
 extern _Thread_local bool rig_drive_handover;
+
+/* When a wait or test last found its count already there on an end whose
+ * transport moves only when driven (rig_end_desc.progress), outside the
+ * block mode and bulk runs (rig_now_ns; 0: not since the last hand-over).
+ * Such a waiter drives at its next miss, so a transport's own thread may
+ * stand back as it does after a drive (src/rail/ucx/progress.c): a rank
+ * whose peer's runs always came before it waited never drove, and the
+ * thread took each run instead (src/abi/wait.c, note_waited).  One for
+ * the process: a waiter on one job's ends stands for every job's. */
+extern _Atomic uint64_t rig_waited_ns;
 
 /* Mutexes with a lock order.  Each lock has a level (1..63), stated where
  * the lock is declared; a thread takes locks in increasing level only.

@@ -178,6 +178,7 @@ static void drive_handover(rig_ucx *u)
         rig_unlock(&u->worker_lock, UCX_LOCK_WORKER);
     }
     atomic_store_explicit(&u->driven_ns, 0, memory_order_relaxed);
+    atomic_store_explicit(&rig_waited_ns, 0, memory_order_relaxed);
     rig_ucx_kick(u);
 }
 
@@ -361,11 +362,18 @@ static void *progress_main(void *arg)
         }
         bool armed, busy;
         uint64_t now = rig_now_ns();
-        uint64_t since =
-            now - atomic_load_explicit(&u->driven_ns, memory_order_relaxed);
+        uint64_t driven =
+            atomic_load_explicit(&u->driven_ns, memory_order_relaxed);
+        uint64_t waited =
+            atomic_load_explicit(&rig_waited_ns, memory_order_relaxed);
+        uint64_t since = now - driven;
+        /* A waiter that found its count there stands for a drive while
+         * nothing is in flight (rig_waited_ns): it drives at its next
+         * miss.  What is in flight needs a drive. */
+        uint64_t since_any = now - (waited > driven ? waited : driven);
         bool standby =
             since < STANDBY_NS ||
-            (since < STANDBY_IDLE_NS && atomic_load(&u->outstanding) == 0);
+            (since_any < STANDBY_IDLE_NS && atomic_load(&u->outstanding) == 0);
         bool driving = napped && standby && since < DRIVING_NS &&
                        !atomic_load(&u->am_net) &&
                        atomic_load(&u->outstanding) == 0;
@@ -387,7 +395,7 @@ static void *progress_main(void *arg)
         } else if (standby) {
             timeout = !armed ? 0
                       : busy ? STANDBY_MS
-                             : standby_idle_ms(u, since);
+                             : standby_idle_ms(u, since_any);
         } else if (now - active < LINGER_NS) {
             timeout = 0; /* a burst may go on: look again at once */
         } else if (!armed) {

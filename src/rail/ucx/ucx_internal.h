@@ -247,7 +247,8 @@ struct rig_ucx {
     atomic_long outstanding; /* batches with requests in flight */
     atomic_bool net_path;    /* an end was connected without a mapping */
     /* When a waiter last drove the worker (rig_ucx_drive): the thread
-     * stands back meanwhile. */
+     * stands back meanwhile (and after a wait that found its count
+     * there: rig_waited_ns). */
     _Atomic uint64_t driven_ns;
     /* A count moved inside ucp_worker_progress (a run landed, a send
      * completed): rig_ucx_drive stops there, so that its waiter looks at
