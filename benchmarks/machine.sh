@@ -17,6 +17,13 @@
 # rounds, in row KEY; nothing when the table has no such rows (one
 # round) or no such row or column;
 #
+#   stencil_ratio FILE KEY
+#
+# prints rig_stencil's ratio against MPI's best in row KEY to 3 places:
+# the lowest of its "# paired" row (the ratio column has 2, and 0.997
+# printed as 1.00 is not 1.0 or more); nothing when there is no such row
+# (one round: then the ratio column is all there is);
+#
 #   spread FILE KEY
 #
 # prints, from rig_stencil's "# spread" rows, the middle half of the
@@ -60,4 +67,12 @@ spread() {
     awk -v key="$2" '
         $1 == "#" && $2 == "spread" && $3 == key { s = $4 "-" $5; exit }
         END { print (s == "" ? "-" : s) }' "$1"
+}
+
+stencil_ratio() {
+    awk -v key="$2" '
+        $1 == "#" && $2 == "paired" && $3 == key {
+            for (i = 4; i <= NF; i++) if (lo == "" || $i + 0 < lo + 0) lo = $i
+            exit }
+        END { if (lo != "") print lo }' "$1"
 }

@@ -279,7 +279,8 @@ for np in 2 4; do
     for g in $(awk '$1 !~ /^#/ && NF > 2 { print $1 }' "$f"); do
         rv=$(value "$f" "$g" rig)
         bm=$(value "$f" "$g" best_mpi)
-        rt=$(value "$f" "$g" ratio)
+        rt=$(stencil_ratio "$f" "$g")
+        rt=${rt:-$(value "$f" "$g" ratio)}
         who=""
         for c in isend persistent neighbor; do
             [ "$(value "$f" "$g" $c)" = "$bm" ] && who=$c

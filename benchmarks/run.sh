@@ -367,7 +367,8 @@ for np in 2 4; do
     for g in $(awk '$1 !~ /^#/ && NF > 2 { print $1 }' "$f"); do
         rv=$(value "$f" 1 "$g" rig)
         bm=$(value "$f" 1 "$g" best_mpi)
-        rt=$(value "$f" 1 "$g" ratio)
+        rt=$(stencil_ratio "$f" "$g")
+        rt=${rt:-$(value "$f" 1 "$g" ratio)}
         who=""
         for c in isend persistent neighbor; do
             [ "$(value "$f" 1 "$g" $c)" = "$bm" ] && who=$c
