@@ -129,10 +129,11 @@ rounds=(-r "${ROUNDS:-3}")
 # both kernels' TCP stacks on shared cores): 5 rounds by default.
 bw_rounds=(-r "${BW_ROUNDS:-5}")
 # The stencil's rounds: at 1024 x 1024 one is ~20 ms, and a 2-core VM's
-# noise comes in bursts of tens of ms; 31 rounds cut the median's spread
-# by about 30% against 15 (the figure against MPI's best is the lowest
-# of three such medians).
-squick=(-r "${STENCIL_ROUNDS:-31}")
+# noise comes in bursts of tens of ms; 64 rounds (the most rig_stencil
+# takes) cut the median's spread by half against 15 (the figure against
+# MPI's best is the lowest of three such medians, and rig and MPI differ
+# by ~1% there: run.sh says more).
+squick=(-r "${STENCIL_ROUNDS:-64}")
 quick=()
 lat_max=1M
 if [ "${QUICK:-0}" = 1 ]; then
