@@ -28,7 +28,12 @@
 #
 # prints, from rig_stencil's "# spread" rows, the middle half of the
 # rounds' ratios against MPI's best in row KEY as "Q1-Q3"; "-" when
-# there is no such row.
+# there is no such row;
+#
+#   stencil_cells FILE KEY
+#
+# prints the cells of the results files' stencil rows for row KEY of a
+# rig_stencil table: "rig | MPI's best (its method) | ratio | middle half".
 
 rig_machine() {
     local info=$1
@@ -75,4 +80,22 @@ stencil_ratio() {
             for (i = 4; i <= NF; i++) if (lo == "" || $i + 0 < lo + 0) lo = $i
             exit }
         END { if (lo != "") print lo }' "$1"
+}
+
+# The ratio is stencil_ratio's, else (one round) the table's.
+stencil_cells() {
+    awk -v key="$2" -v rt="$(stencil_ratio "$1" "$2")" \
+        -v sp="$(spread "$1" "$2")" '
+        $1 == "#" && $2 == "Grid" {
+            for (i = 3; i <= NF && $i !~ /^\(/; i++) name[i - 1] = $i
+            next }
+        $1 == key {
+            for (i = 2; i <= NF; i++) v[name[i]] = $i
+            who = ""
+            split("isend persistent neighbor", m, " ")
+            for (k = 1; k <= 3; k++)
+                if ((m[k] in v) && v[m[k]] == v["best_mpi"]) who = m[k]
+            printf "%s | %s (%s) | %s | %s\n", v["rig"], v["best_mpi"], who,
+                rt != "" ? rt : v["ratio"], sp
+            exit }' "$1"
 }

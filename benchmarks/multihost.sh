@@ -194,6 +194,9 @@ t1=$(date +%s)
 # The application: 2 ranks one a host, 4 ranks 2 a host.
 run_as stencil2 "${st2[@]}" "$bin/rig_stencil" "${squick[@]}"
 run_as stencil4 "${st4[@]}" "$bin/rig_stencil" "${squick[@]}"
+# The same exchanges without the arithmetic (-e): the exchange's own cost.
+run_as stencil2e "${st2[@]}" "$bin/rig_stencil" -e "${squick[@]}"
+run_as stencil4e "${st4[@]}" "$bin/rig_stencil" -e "${squick[@]}"
 t2=$(date +%s)
 load_after=$(cut -d' ' -f1-3 /proc/loadavg)
 
@@ -273,20 +276,16 @@ done
 # The stencil: per configuration and grid, rig, MPI's best (the method
 # rig_stencil's paired ratio names: the lowest) and the ratio.
 stencil_rows=""
+exchange_rows=""
 ratios2=()
 ratios4=()
 for np in 2 4; do
     f=$tmp/stencil$np.txt
     for g in $(awk '$1 !~ /^#/ && NF > 2 { print $1 }' "$f"); do
-        rv=$(value "$f" "$g" rig)
-        bm=$(value "$f" "$g" best_mpi)
         rt=$(stencil_ratio "$f" "$g")
         rt=${rt:-$(value "$f" "$g" ratio)}
-        who=""
-        for c in isend persistent neighbor; do
-            [ "$(value "$f" "$g" $c)" = "$bm" ] && who=$c
-        done
-        stencil_rows+="| $np ($((np / 2)) a host) | ${g}x$g | $rv | $bm ($who) | $rt | $(spread "$f" "$g") | $(holds "$rt" ">=" 1.0) |"$'\n'
+        stencil_rows+="| $np ($((np / 2)) a host) | ${g}x$g | $(stencil_cells "$f" "$g") | $(holds "$rt" ">=" 1.0) |"$'\n'
+        exchange_rows+="| $np ($((np / 2)) a host) | ${g}x$g | $(stencil_cells "$tmp/stencil${np}e.txt" "$g") |"$'\n'
         if [ "$np" = 2 ]; then ratios2+=("$rt"); else ratios4+=("$rt"); fi
     done
 done
@@ -439,6 +438,14 @@ fi
     echo "| ranks | grid | rig (it/s) | MPI's best (it/s) | rig/MPI | middle half of the rounds | >= 1.0 |"
     echo "|---|---|---|---|---|---|---|"
     printf '%s' "$stencil_rows"
+    echo
+    echo "Below, the halo exchange alone (\`rig_stencil -e\`, as in the one-node"
+    echo "results: the same exchanges, no arithmetic, every halo point"
+    echo "checked), measured as above:"
+    echo
+    echo "| ranks | grid | rig (exchanges/s) | MPI's best (exchanges/s) | rig/MPI | middle half of the rounds |"
+    echo "|---|---|---|---|---|---|"
+    printf '%s' "$exchange_rows"
     if [ ${#plots[@]} -gt 0 ]; then
         echo
         echo "## Plots"
@@ -449,11 +456,13 @@ fi
     fi
     echo
     echo "## Tables (OSU Micro-Benchmarks 7 format)"
-    for b in latency bw bibw stencil2 stencil4; do
+    for b in latency bw bibw stencil2 stencil4 stencil2e stencil4e; do
         echo
         case $b in
         stencil2) echo "### rig_stencil, 2 ranks, one a host" ;;
         stencil4) echo "### rig_stencil, 4 ranks, 2 a host" ;;
+        stencil2e) echo "### rig_stencil -e (the exchange alone), 2 ranks, one a host" ;;
+        stencil4e) echo "### rig_stencil -e (the exchange alone), 4 ranks, 2 a host" ;;
         *) echo "### rig_osu_$b" ;;
         esac
         echo
