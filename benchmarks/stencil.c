@@ -812,13 +812,13 @@ int main(int argc, char **argv)
     for (int si = 0; si < nsizes; si++) {
         grid_make(&g, sizes[si]);
         /* About 30 ms of compute per measurement at 2 ranks: many short
-         * rounds sample a noisy machine's load finely. */
-        double pts = (double)sizes[si] * sizes[si] / size;
-        int it = iters > 0 ? iters : (int)(6e6 / pts);
-        it = iters > 0 ? it : it < 20 ? 20 : it > 5000 ? 5000 : it;
-        if (alone && iters == 0) {
-            /* An exchange alone takes 1-60 us here: 1-60 ms. */
-            it = 1000;
+         * rounds sample a noisy machine's load finely.  An exchange alone
+         * takes 1-60 us here: 1,000 of them take 1-60 ms. */
+        int it = iters;
+        if (it == 0) {
+            double pts = (double)sizes[si] * sizes[si] / size;
+            it = alone ? 1000 : (int)(6e6 / pts);
+            it = it < 20 ? 20 : it > 5000 ? 5000 : it;
         }
         int wu = warmup >= 0 ? warmup : it / 10;
         double res[NMETHODS][64];
