@@ -2,7 +2,13 @@
 # SPDX-License-Identifier: BSD-3-Clause
 # Open MPI's plm_rsh_agent for the simulated hosts of hosts.sh: where ssh
 # would log into HOST and run the command there, this enters HOST's network
-# namespace and a new UTS namespace named after it, and runs the command.
+# namespace, a new UTS namespace named after it and a new System V IPC
+# namespace, and runs the command.  The IPC namespace is what tells UCX's
+# shared-memory transports that two hosts are two machines: they compare
+# the kernel's boot id and, outside the first namespace, the IPC
+# namespace, so without one a rank maps a rank's memory on another host
+# (they share /dev/shm).  Open MPI's daemon of the host and the ranks it
+# starts share the host's namespaces, as the processes of one machine do.
 #
 # Usage (by mpirun): agent.sh [ssh-style options] HOST COMMAND WORDS...
 # HOST is a host's address; $RIG_MH_HOSTS (the run's hosts file: address,
@@ -22,4 +28,4 @@ if [ -z "$ns" ]; then
     exit 1
 fi
 # The words are a command line for a remote shell, as ssh passes them.
-exec ip netns exec "$ns" unshare --uts sh -c "hostname $ns && $*"
+exec ip netns exec "$ns" unshare --uts --ipc sh -c "hostname $ns && $*"

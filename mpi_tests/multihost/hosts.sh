@@ -1,14 +1,18 @@
 # SPDX-License-Identifier: BSD-3-Clause
 # Simulated hosts on one machine, sourced by the multi-host test driver and
 # benchmarks: network namespaces joined by veth pairs to a bridge, each
-# with its own host name (a UTS namespace entered at launch), so that Open
-# MPI, UCX and rig see N machines that reach each other only over TCP.
+# with its own host name and System V IPC namespace (entered at launch,
+# agent.sh), so that Open MPI, UCX and rig see N machines that reach each
+# other only over TCP.
 #
 #   mh_check              why this machine cannot (prints it, returns 1)
 #   mh_sweep              removes what killed earlier runs left behind
 #   mh_up N               makes N hosts (N in 1..9); sets MH_* below
 #   mh_down               removes everything mh_up made (idempotent)
-#   mh_mpirun_args        the mpirun options that launch into the hosts
+#   mh_mpirun_args [PPN]  the mpirun options that launch into the hosts,
+#                         PPN ranks a host; with MH_SHM=1, ranks of one
+#                         host meet through shared memory, as on real
+#                         hosts, else every pair of ranks over TCP
 #
 # Every name starts with "rigmh<ID>", ID being the process id of the shell
 # that ran mh_up: bridge rigmh<ID>b, host-side ports rigmh<ID>p<i>,
@@ -65,14 +69,14 @@ mh_check() {
     local ok=0
     if ip link add "${probe}v" type veth peer name eth0 netns "$probe" \
         2>/dev/null && ip link add "${probe}b" type bridge 2>/dev/null &&
-        unshare --uts true 2>/dev/null; then
+        unshare --uts --ipc true 2>/dev/null; then
         ok=1
     fi
     ip link del "${probe}v" 2>/dev/null || true
     ip link del "${probe}b" 2>/dev/null || true
     ip netns del "$probe" 2>/dev/null || true
     if [ $ok != 1 ]; then
-        echo "cannot make veth pairs, bridges or UTS namespaces here"
+        echo "cannot make veth pairs, bridges, UTS or IPC namespaces here"
         return 1
     fi
     return 0
@@ -311,6 +315,14 @@ mh_down() {
 # The mpirun options that start ranks in the hosts, ppn ranks a host
 # (default 1): the agent enters the host's namespaces; hosts are named by
 # address, so mpirun resolves no name (no DNS query leaves the machine).
+#
+# Which transports the ranks of one host may use between them (MH_SHM):
+# 1: UCX's defaults, shared memory within a host and TCP across hosts (the
+# IPC namespace of each host, agent.sh, keeps shared memory within it), as
+# a job runs on real hosts; Open MPI's too, when the caller leaves its btl
+# alone.  Unset or 0: UCX_TLS=tcp,self, every pair of ranks over TCP, as
+# the bed always ran before hosts had IPC namespaces (the failure tests,
+# one rank a host, see no difference).
 mh_mpirun_args() {
     local ppn=${1:-1} hosts="" i here
     here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -321,6 +333,9 @@ mh_mpirun_args() {
         --mca plm_rsh_agent "$here/agent.sh" \
         --mca plm_rsh_no_tree_spawn 1 \
         --mca oob_tcp_if_include "$MH_NET.0/24" \
-        --mca btl_tcp_if_include "$MH_NET.0/24" \
-        -x UCX_TLS=tcp,self -x RIG_MH_HOSTS -x RIG_MH_ROOT -x RIG_MH_CTL
+        --mca btl_tcp_if_include "$MH_NET.0/24"
+    if [ "${MH_SHM:-0}" != 1 ]; then
+        printf '%s\n' -x UCX_TLS=tcp,self
+    fi
+    printf '%s\n' -x RIG_MH_HOSTS -x RIG_MH_ROOT -x RIG_MH_CTL
 }

@@ -4,13 +4,15 @@
 # see hosts.sh), both transports (RIG_TRANSPORT=mpi is refused across
 # nodes, which its tests check), with Open MPI's own choice of one-sided
 # components (no MCA flags).  Each .mh file is a .mpi file with hosts=
-# (and optionally osc=), run by mhtest.sh; skipped (77) without root or
+# (and optionally osc=, and shm=1 for ranks of one host that meet through
+# shared memory), run by mhtest.sh; skipped (77) without root or
 # iproute2.
 MH_LOG_COMPILER = $(SHELL) $(top_srcdir)/mpi_tests/multihost/mhtest.sh
 TEST_EXTENSIONS += .mh
 
 MH_TEST_FILES = \
 	mpi_tests/multihost/cut_eth_busy_h3.mh \
+	mpi_tests/multihost/cut_eth_busy_shm_h2.mh \
 	mpi_tests/multihost/cut_eth_idle_h2.mh \
 	mpi_tests/multihost/cut_in_idle_h3.mh \
 	mpi_tests/multihost/cut_mpi_eth_busy_h3.mh \
@@ -39,6 +41,7 @@ MH_TEST_FILES = \
 	mpi_tests/multihost/rails_bulk_h2.mh \
 	mpi_tests/multihost/rails_h3.mh \
 	mpi_tests/multihost/rails_mpi_h2.mh \
+	mpi_tests/multihost/rails_shm_h2.mh \
 	mpi_tests/multihost/stop_h2.mh \
 	mpi_tests/multihost/stop_mpi_h2.mh
 EXTRA_DIST += $(MH_TEST_FILES) mpi_tests/multihost/hosts.sh \

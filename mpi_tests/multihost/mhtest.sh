@@ -12,6 +12,9 @@
 #                              for a user's `mpirun -np N app`, from the
 #                              system's defaults, e.g. Debian's
 #                              /etc/openmpi/openmpi-mca-params.conf)
+#   shm=1                      ranks of one host meet through shared
+#                              memory, as on real hosts (hosts.sh: MH_SHM);
+#                              without it every pair of ranks goes over TCP
 # Ranks get RIG_MH_CTL (ctl.sh, to cut links), RIG_MH_HOSTS, RIG_MH_ROOT
 # and RIG_MH_DIR (a directory of this run, for times the ranks share).
 #
@@ -28,14 +31,23 @@ here=$(cd "$(dirname "$0")" && pwd)
 
 hosts=
 osc=
+shm=0
 lines=() # the .mpi file for mpitest.sh, written into the run's directory
 while IFS= read -r line || [ -n "$line" ]; do
     case $line in
         hosts=*) hosts=${line#hosts=} ;;
         osc=*) osc=${line#osc=} ;;
+        shm=*) shm=${line#shm=} ;;
         *) lines+=("$line") ;;
     esac
 done <"$spec"
+case $shm in
+    0 | 1) ;;
+    *)
+        echo "mhtest: $spec: shm= takes 0 or 1"
+        exit 99
+        ;;
+esac
 case $hosts in
     [1-9]) ;;
     *)
@@ -93,12 +105,13 @@ ppn=$(((np + hosts - 1) / hosts))
 tmp=$MH_DIR/test.mpi
 printf '%s\n' "${lines[@]}" >"$tmp"
 export RIG_MH_DIR=$MH_DIR
-mh_mpirun_args "$ppn" >"$MH_DIR/mpirun.args"
+MH_SHM=$shm mh_mpirun_args "$ppn" >"$MH_DIR/mpirun.args"
 echo "-x" >>"$MH_DIR/mpirun.args"
 echo "RIG_MH_DIR" >>"$MH_DIR/mpirun.args"
 echo "mhtest: $hosts hosts ($MH_HOSTS, $MH_NET.0/24) up in" \
     "$(((t1 - t0) / 1000000)) ms ($MH_UP_TIMES); $ppn rank(s) a host;" \
-    "osc ${osc:-as Open MPI chooses}"
+    "osc ${osc:-as Open MPI chooses}; within a host:" \
+    "$([ "$shm" = 1 ] && echo shared memory || echo TCP)"
 
 # mpirun.sh adds the hosts' options to mpitest.sh's mpirun line.
 export RIG_MH_MPIRUN=$real RIG_MH_ARGS=$MH_DIR/mpirun.args
