@@ -5,7 +5,8 @@
 # namespaces on a bridge, mpi_tests/multihost/hosts.sh), one rank a host,
 # every method side by side in one run over the same TCP link, then the
 # stencil application benchmark at 2 ranks (one a host) and 4 ranks (2 a
-# host); writes benchmarks/results/<date>-<host>-mh.md (the targets of
+# host, which meet through shared memory within a host and over TCP
+# across, as on real hosts); writes benchmarks/results/<date>-<host>-mh.md (the targets of
 # issue 14 item 5 and issue 18 item 5, the tables, the commands) and PNG
 # plots, and prints the tables.
 #
@@ -23,7 +24,9 @@
 # on 2 cores; a full run took about an hour on a loaded 2-core machine),
 # TIMEOUT_S (each program's hang guard: 900 s quick, 5400 s full),
 # PML=ucx (Open MPI's pml ucx for the MPI methods, over the same
-# UCX_TLS=tcp,self, instead of ob1 over btl tcp), ROUNDS (default 3: each
+# UCX_TLS=tcp,self, instead of ob1 over btl tcp), STENCIL_SHM=0 (the
+# stencil with every pair of ranks over TCP, the 2 of one host too, as the
+# bed ran it before its hosts had IPC namespaces), ROUNDS (default 3: each
 # latency measurement repeated, the median kept), BW_ROUNDS (the same for
 # bandwidth, default 5).  The verdicts use the paired ratios: rig over
 # each method in the same round, the median over the rounds.
@@ -57,11 +60,20 @@ else
     invoked="bash benchmarks/run.sh --hosts 2 $build"
 fi
 # The settings given, for the report's command line.
-for v in QUICK PML ROUNDS BW_ROUNDS TIMEOUT_S MPIRUN; do
+for v in QUICK PML STENCIL_SHM ROUNDS BW_ROUNDS TIMEOUT_S MPIRUN; do
     if [ -n "${!v:-}" ]; then
         invoked="$v=${!v} $invoked"
     fi
 done
+# The stencil's ranks of one host: shared memory (1) or TCP (0).
+stencil_shm=${STENCIL_SHM:-1}
+case $stencil_shm in
+    0 | 1) ;;
+    *)
+        echo "multihost.sh: invalid: STENCIL_SHM=$stencil_shm (0 or 1)" >&2
+        exit 2
+        ;;
+esac
 for b in rig_osu_latency rig_osu_bw rig_osu_bibw rig_stencil; do
     if [ ! -x "$bin/$b" ]; then
         echo "multihost.sh: missing: $bin/$b (build with MPI first)" >&2
@@ -93,19 +105,29 @@ trap 'rm -rf "$tmp"; mh_down' EXIT
 trap 'exit 1' INT TERM HUP
 mh_up 2
 mapfile -t hostargs < <(mh_mpirun_args 1)
-mapfile -t hostargs2 < <(mh_mpirun_args 2)
+# The stencil's: ranks of one host through shared memory (hosts.sh:
+# MH_SHM), unless STENCIL_SHM=0.
+mapfile -t st_hostargs < <(MH_SHM=$stencil_shm mh_mpirun_args 1)
+mapfile -t st_hostargs2 < <(MH_SHM=$stencil_shm mh_mpirun_args 2)
 
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 # --bind-to none: every simulated host sees the same cores, and binding
-# would stack the ranks of both hosts on the same ones.  btl tcp,self:
-# Open MPI would carry the messages between the 2 ranks of one simulated
-# host through shared memory (vader), which UCX_TLS=tcp,self (the bed's:
-# UCX cannot tell the simulated hosts apart) denies rig; every method's
-# bytes cross TCP, as across real hosts.
-base=("${MPIRUN:-mpirun}" --oversubscribe --allow-run-as-root --bind-to none
-    --mca btl tcp,self)
+# would stack the ranks of both hosts on the same ones.  btl: the
+# point-to-point benchmarks run one rank a host over UCX_TLS=tcp,self
+# (hosts.sh), and Open MPI over TCP alike.  The stencil's 2 ranks of one
+# host meet through shared memory, rig's (mapped stores, UCX's shared
+# memory transports within the host's IPC namespace) and Open MPI's
+# (vader) alike, and over TCP across hosts; with STENCIL_SHM=0 both go
+# over TCP within a host too (UCX_TLS=tcp,self and btl tcp,self).
+launch=("${MPIRUN:-mpirun}" --oversubscribe --allow-run-as-root --bind-to none)
 if [ "${PML:-}" = ucx ]; then
-    base+=(--mca pml ucx)
+    launch+=(--mca pml ucx)
+fi
+base=("${launch[@]}" --mca btl tcp,self)
+if [ "$stencil_shm" = 1 ]; then
+    st_base=("${launch[@]}" --mca btl vader,tcp,self)
+else
+    st_base=("${base[@]}")
 fi
 # osc ucx: the put method's window needs a one-sided component that
 # reaches the other host, and Debian's defaults
@@ -114,12 +136,12 @@ mpi=("${base[@]}" -np 2 "${hostargs[@]}" --mca osc ucx)
 # The stencil needs no MPI window: Open MPI's own choice, as a user runs
 # it; 2 ranks one a host, 4 ranks 2 a host (ranks 0-1 on the first, 2-3
 # on the second: of the 2 x 2 grid, the north-south halos cross hosts).
-st2=("${base[@]}" -np 2 "${hostargs[@]}")
+st2=("${st_base[@]}" -np 2 "${st_hostargs[@]}")
 # mpi_yield_when_idle: the 4 ranks share this machine's 2 cores, which
 # rig's waits see (the job's ranks on one kernel) but Open MPI, given 2
 # slots a host, does not: it yields only on a node it runs oversubscribed,
 # as it does at 4 ranks on one node.  Told, it waits as on one node.
-st4=("${base[@]}" -np 4 "${hostargs2[@]}")
+st4=("${st_base[@]}" -np 4 "${st_hostargs2[@]}")
 if [ "$(nproc)" -lt 4 ]; then
     st4+=(--mca mpi_yield_when_idle 1)
 fi
@@ -361,11 +383,11 @@ fi
     echo "# rig benchmarks across 2 simulated hosts: $stamp on $host"
     echo
     echo "Two network namespaces on one machine joined by veth pairs to a"
-    echo "bridge, each with its own host name, UCX_TLS=tcp,self and Open MPI's"
-    echo "btl tcp,self: every byte crosses TCP over the bridge, between hosts"
-    echo "and between the ranks of one host alike"
-    echo "(mpi_tests/multihost/hosts.sh). The point-to-point benchmarks run one"
-    echo "rank a host, all methods side by side in one run, interleaved at every"
+    echo "bridge, each with its own host name and System V IPC namespace"
+    echo "(mpi_tests/multihost/hosts.sh): between hosts every byte crosses TCP"
+    echo "over the bridge. The point-to-point benchmarks run one"
+    echo "rank a host (UCX_TLS=tcp,self and Open MPI's btl tcp,self),"
+    echo "all methods side by side in one run, interleaved at every"
     echo "size; each latency figure is the median of ${rounds[1]} round(s), each"
     echo "bandwidth figure of ${bw_rounds[1]}. The stencil runs at 2 ranks (one a"
     echo "host) and 4 ranks (2 a host). Every simulated host shares this"
@@ -423,6 +445,15 @@ fi
     echo "(lower to upper quartile): a ratio whose middle half straddles 1.0 is"
     echo "a tie in that sitting. At 4 ranks the north-south halos cross hosts,"
     echo "the east-west ones stay on a host."
+    if [ "$stencil_shm" = 1 ]; then
+        echo "Within a host they go through shared memory, as on real hosts:"
+        echo "rig's mapped stores (UCX's shared-memory transports, which the"
+        echo "hosts' IPC namespaces keep within a host) and Open MPI's vader"
+        echo "(\`--mca btl vader,tcp,self\`); across hosts over TCP."
+    else
+        echo "Within a host too they go over TCP (\`STENCIL_SHM=0\`:"
+        echo "UCX_TLS=tcp,self and \`--mca btl tcp,self\`)."
+    fi
     if [ "$(nproc)" -lt 4 ]; then
         echo "The 4 ranks share $(nproc) cores: Open MPI, given 2 slots a host,"
         echo "would not see it and would poll without yielding, so it is told"
