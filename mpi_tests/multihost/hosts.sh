@@ -320,9 +320,9 @@ mh_down() {
 # 1: UCX's defaults, shared memory within a host and TCP across hosts (the
 # IPC namespace of each host, agent.sh, keeps shared memory within it), as
 # a job runs on real hosts; Open MPI's too, when the caller leaves its btl
-# alone.  Unset or 0: UCX_TLS=tcp,self, every pair of ranks over TCP, as
-# the bed always ran before hosts had IPC namespaces (the failure tests,
-# one rank a host, see no difference).
+# alone.  Otherwise (the default): UCX_TLS=tcp,self, every pair of ranks
+# over TCP, the 2 of one host too (tests of one rank a host see no
+# difference).
 mh_mpirun_args() {
     local ppn=${1:-1} hosts="" i here
     here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
