@@ -6,9 +6,9 @@
 # every method side by side in one run over the same TCP link, then the
 # stencil application benchmark at 2 ranks (one a host) and 4 ranks (2 a
 # host, which meet through shared memory within a host and over TCP
-# across, as on real hosts); writes benchmarks/results/<date>-<host>-mh.md (the targets of
-# issue 14 item 5 and issue 18 item 5, the tables, the commands) and PNG
-# plots, and prints the tables.
+# across, as on real hosts); writes benchmarks/results/<date>-<host>-mh.md
+# (the targets of issue 14 item 5 and issue 18 item 5, the tables, the
+# commands) and PNG plots, and prints the tables.
 #
 # Usage: bash benchmarks/run.sh --hosts 2 [BUILD_DIR]  (default _build/quickstart)
 #        bash benchmarks/multihost.sh [BUILD_DIR]      (the same)
@@ -25,8 +25,8 @@
 # TIMEOUT_S (each program's hang guard: 900 s quick, 5400 s full),
 # PML=ucx (Open MPI's pml ucx for the MPI methods, over the same
 # UCX_TLS=tcp,self, instead of ob1 over btl tcp), STENCIL_SHM=0 (the
-# stencil with every pair of ranks over TCP, the 2 of one host too, as the
-# bed ran it before its hosts had IPC namespaces), ROUNDS (default 3: each
+# stencil with every pair of ranks over TCP, the 2 of one host too:
+# UCX_TLS=tcp,self for rig, btl tcp,self for MPI), ROUNDS (default 3: each
 # latency measurement repeated, the median kept), BW_ROUNDS (the same for
 # bandwidth, default 5).  The verdicts use the paired ratios: rig over
 # each method in the same round, the median over the rounds.
